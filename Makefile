@@ -1,0 +1,51 @@
+# Parley. `make run` starts everything for local use; `make test` runs every check CI runs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+HOST ?= 127.0.0.1
+
+.PHONY: install run test lint typecheck migrations-check pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall whenever a requirements file changes.
+$(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py ensure_demo_user
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@echo ""
+	@echo "  Parley is running at http://$(HOST):$(PORT)/"
+	@echo "  Log in as: $${PARLEY_DEMO_USERNAME:-demo} / $${PARLEY_DEMO_PASSWORD:-demo}"
+	@echo "  Admin: http://$(HOST):$(PORT)/admin/"
+	@echo ""
+	$(BIN)/daphne --bind $(HOST) --port $(PORT) config.asgi:application
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy .
+
+migrations-check: install
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+pytest: install
+	$(BIN)/pytest
+
+test: lint typecheck migrations-check pytest
+
+bench: install
+	$(BIN)/python -m bench.state
+
+clean:
+	rm -rf $(VENV) staticfiles var .mypy_cache .pytest_cache .ruff_cache .hypothesis

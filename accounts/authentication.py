@@ -1,0 +1,32 @@
+"""DRF authentication by `Authorization: Bearer <key>`."""
+
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from accounts.models import ApiKey, User
+from accounts.selectors import api_key_for_secret
+from accounts.services import KEY_PREFIX, api_key_mark_used
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[User, ApiKey] | None:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            return None
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != self.keyword.lower():
+            # Some other scheme: leave it to other authenticators.
+            return None
+        secret = secret.strip()
+        if not secret or " " in secret or not secret.startswith(f"{KEY_PREFIX}_"):
+            raise exceptions.AuthenticationFailed("Malformed API key.")
+        api_key = api_key_for_secret(secret=secret)
+        if api_key is None or not api_key.owner.is_active:
+            raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+        api_key_mark_used(api_key=api_key)
+        return api_key.owner, api_key
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword

@@ -1,0 +1,25 @@
+"""Production settings: `manage.py check --deploy` reports nothing with these.
+
+Required: SECRET_KEY (50+ random characters) and ALLOWED_HOSTS. TLS is assumed to end at
+a proxy that sets X-Forwarded-Proto; set SECURE_SSL_REDIRECT=false if it redirects itself.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config.settings.base import *  # noqa: F403
+from config.settings.base import SECRET_KEY
+from config.settings.env import env_bool, env_int
+
+DEBUG = False
+if len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured("SECRET_KEY must be set to at least 50 random characters")
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 60 * 60 * 24 * 365)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=True)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"

@@ -1,0 +1,17 @@
+"""Settings for the test suite: PostgreSQL when DATABASE_URL is set, a SQLite file otherwise."""
+
+from config.settings.base import *  # noqa: F403
+from config.settings.base import BASE_DIR, DATABASES
+from config.settings.env import env_str
+
+SECRET_KEY = env_str("SECRET_KEY") or "django-insecure-test-only"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not Django's default in-memory database, so threaded tests see WAL and
+    # IMMEDIATE transactions exactly as the running app does.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-parley.sqlite3")}

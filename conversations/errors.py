@@ -1,0 +1,28 @@
+"""Domain errors raised by services; the API and UI turn them into clear 4xx answers."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input, located by a JSON path such as `$.messages[3].role`."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class ValidationFailed(Exception):
+    """Input was refused; nothing was stored. Carries every problem found, not just the first."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "; ".join(str(p) for p in self.problems)
+
+
+class Conflict(Exception):
+    """The request is valid but clashes with the current state (e.g. a run is active)."""

@@ -1,0 +1,361 @@
+"""Export and import formats.
+
+- JSON v1 (`parley.conversation`): the lossless format; import reads it back exactly.
+- Markdown: for people.
+- JSONL: one conversation per line in OpenAI's chat fine-tuning format.
+
+Exports stream: messages are read in seq order in chunks and written as they come, so
+memory stays flat however long the conversation is.
+"""
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from django.conf import settings
+from django.utils import timezone
+from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+
+from conversations import validation
+from conversations.context import history_units
+from conversations.errors import Problem, ValidationFailed
+from conversations.models import Conversation, Message
+
+FORMAT = "parley.conversation"
+VERSION = 1
+READ_CHUNK = 2000
+Role = Literal["user", "assistant", "tool", "system"]
+Kind = Literal["message", "event", "draft_edit"]
+
+
+# --- JSON v1 export ------------------------------------------------------------------
+
+
+def _time(value: datetime) -> str:
+    # Full microseconds (Django's JSON encoder would cut them to milliseconds).
+    return value.isoformat()
+
+
+def conversation_export_dict(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": str(conversation.id),
+        "title": conversation.title,
+        "system_prompt": conversation.system_prompt,
+        "model": conversation.model,
+        "tools": conversation.tools,
+        "metadata": conversation.metadata,
+        "draft": conversation.draft,
+        "created_at": _time(conversation.created_at),
+        "updated_at": _time(conversation.updated_at),
+        "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id else None,
+    }
+
+
+def message_export_dict(message: Message) -> dict[str, Any]:
+    return {
+        "id": str(message.id),
+        "seq": message.seq,
+        "role": message.role,
+        "kind": message.kind,
+        "content": message.content,
+        "tool_calls": message.tool_calls,
+        "tool_call_id": message.tool_call_id or None,
+        "name": message.name or None,
+        "created_at": _time(message.created_at),
+        "run_id": str(message.run_id) if message.run_id else None,
+        "usage": message.usage,
+        "provider_payload": message.provider_payload,
+    }
+
+
+def _messages(conversation: Conversation) -> Iterator[Message]:
+    return (
+        Message.objects.filter(conversation=conversation)
+        .order_by("seq")
+        .iterator(chunk_size=READ_CHUNK)
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def export_json_chunks(conversation: Conversation) -> Iterator[str]:
+    """The JSON v1 document, as text chunks (one per message) for a streamed download."""
+    head = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": _time(timezone.now()),
+        "conversation": conversation_export_dict(conversation),
+    }
+    yield _dumps(head)[:-1] + ', "messages": ['
+    separator = ""
+    for message in _messages(conversation):
+        yield separator + _dumps(message_export_dict(message))
+        separator = ", "
+    yield "]}"
+
+
+def export_json(conversation: Conversation) -> dict[str, Any]:
+    """The JSON v1 document as a dict (small conversations, tests)."""
+    document: dict[str, Any] = json.loads("".join(export_json_chunks(conversation)))
+    return document
+
+
+# --- Markdown ------------------------------------------------------------------------
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any backtick run inside `text`, so it cannot be closed early."""
+    longest, run = 0, 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def _block(text: str, language: str = "") -> str:
+    fence = _fence(text)
+    return f"{fence}{language}\n{text}\n{fence}"
+
+
+def _markdown_message(message: Message) -> str:
+    when = message.created_at.strftime("%Y-%m-%d %H:%M UTC")
+    if message.kind == Message.Kind.EVENT:
+        return f"> **Context event** · {when}\n>\n> " + message.content.replace("\n", "\n> ")
+    if message.kind == Message.Kind.DRAFT_EDIT:
+        return f"> **Draft edited by the user** · {when}\n\n" + _block(message.content)
+    if message.role == Message.Role.TOOL:
+        label = f"`{message.name}`" if message.name else "tool"
+        return f"**Tool result** ({label}) · {when}\n\n" + _block(message.content, "text")
+    heading = {"user": "User", "assistant": "Assistant", "system": "System"}[message.role]
+    parts = [f"### {heading} · {when}"]
+    if message.content:
+        parts.append(message.content)
+    for call in message.tool_calls:
+        parts.append(f"**Tool call** `{call['name']}`\n\n" + _block(call["arguments"], "json"))
+    return "\n\n".join(parts)
+
+
+def export_markdown_chunks(conversation: Conversation) -> Iterator[str]:
+    title = conversation.title or "Untitled conversation"
+    lines = [f"# {title}", ""]
+    lines.append(f"- Created: {conversation.created_at.strftime('%Y-%m-%d %H:%M UTC')}")
+    if conversation.model:
+        lines.append(f"- Model: {conversation.model}")
+    lines.append(f"- Messages: {conversation.message_count}")
+    yield "\n".join(lines) + "\n\n"
+    if conversation.system_prompt:
+        yield "## System prompt\n\n" + _block(conversation.system_prompt) + "\n\n"
+    if conversation.draft:
+        yield "## Draft\n\n" + _block(conversation.draft) + "\n\n"
+    yield "## Transcript\n\n"
+    for message in _messages(conversation):
+        yield _markdown_message(message) + "\n\n---\n\n"
+
+
+# --- JSONL (OpenAI chat fine-tuning) -------------------------------------------------
+
+
+def export_jsonl_lines(conversations: Iterable[Conversation]) -> Iterator[str]:
+    """One `{"messages": [...]}` line per conversation, the system prompt first."""
+    for conversation in conversations:
+        chat = []
+        if conversation.system_prompt:
+            chat.append({"role": "system", "content": conversation.system_prompt})
+        # Same grouping as the model input: tool results right after their call, context
+        # events that arrived while tools ran moved after the results.
+        units = history_units(list(_messages(conversation)))
+        chat.extend(message for unit in units for message in unit)
+        yield _dumps({"messages": chat}) + "\n"
+
+
+# --- JSON v1 import ------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ImportedToolCall(_Strict):
+    id: str
+    name: str
+    arguments: str
+
+
+class ImportedMessage(_Strict):
+    id: UUID
+    seq: int
+    role: Role
+    kind: Kind
+    content: str
+    tool_calls: list[ImportedToolCall]
+    tool_call_id: str | None
+    name: str | None
+    created_at: AwareDatetime
+    run_id: UUID | None
+    usage: dict[str, Any] | None
+    provider_payload: dict[str, Any] | None
+
+
+class ImportedConversation(_Strict):
+    id: UUID
+    title: str
+    system_prompt: str
+    model: str
+    tools: list[str]
+    metadata: dict[str, Any]
+    draft: str
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    forked_from: UUID | None
+
+
+class ImportedDocument(_Strict):
+    format: str
+    version: int
+    exported_at: AwareDatetime
+    conversation: ImportedConversation
+    messages: list[ImportedMessage]
+
+
+@dataclass(frozen=True)
+class ParsedExport:
+    conversation: ImportedConversation
+    messages: list[ImportedMessage]
+
+
+def _path(location: Iterable[int | str]) -> str:
+    path = "$"
+    for part in location:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_export(document: bytes | str) -> ParsedExport:
+    """Validate an export document completely. Raise ValidationFailed with every problem."""
+    raw = document.encode() if isinstance(document, str) else document
+    limit = settings.PARLEY_IMPORT_MAX_BYTES
+    if len(raw) > limit:
+        raise ValidationFailed(
+            [Problem("$", f"document is {len(raw)} bytes; the limit is {limit}")]
+        )
+    try:
+        data = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValidationFailed([Problem("$", f"not valid JSON: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise ValidationFailed([Problem("$", "must be an object")])
+    if data.get("format") != FORMAT:
+        found = data.get("format")
+        raise ValidationFailed([Problem("$.format", f"must be {FORMAT!r}, got {found!r}")])
+    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
+        raise ValidationFailed(
+            [
+                Problem(
+                    "$.version",
+                    f"unsupported version {data.get('version')!r}; this server reads {VERSION}",
+                )
+            ]
+        )
+    messages = data.get("messages")
+    max_messages = settings.PARLEY_IMPORT_MAX_MESSAGES
+    if isinstance(messages, list) and len(messages) > max_messages:
+        raise ValidationFailed(
+            [Problem("$.messages", f"has {len(messages)} messages; the limit is {max_messages}")]
+        )
+    try:
+        parsed = ImportedDocument.model_validate_json(raw, strict=True)
+    except PydanticValidationError as exc:
+        raise ValidationFailed(
+            [Problem(_path(error["loc"]), error["msg"]) for error in exc.errors()]
+        ) from None
+    problems = _conversation_problems(parsed.conversation) + _message_problems(parsed.messages)
+    if problems:
+        raise ValidationFailed(problems)
+    return ParsedExport(conversation=parsed.conversation, messages=parsed.messages)
+
+
+def _nul_problems(value: Any, path: str) -> list[Problem]:
+    """NUL anywhere in stored JSON fails on PostgreSQL, so find it up front."""
+    if isinstance(value, str):
+        return (
+            [Problem(path, "contains a NUL character, which cannot be stored")]
+            if ("\x00" in value)
+            else []
+        )
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            found += _nul_problems(key, f"{path}.{key!r}") + _nul_problems(item, f"{path}.{key}")
+        return found
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _nul_problems(item, f"{path}[{i}]")]
+    return []
+
+
+def _conversation_problems(conversation: ImportedConversation) -> list[Problem]:
+    base = "$.conversation"
+    return (
+        validation.title_problems(conversation.title, path=f"{base}.title")
+        + validation.system_prompt_problems(
+            conversation.system_prompt, path=f"{base}.system_prompt"
+        )
+        + validation.model_problems(conversation.model, path=f"{base}.model")
+        + validation.tools_problems(conversation.tools, path=f"{base}.tools")
+        + validation.metadata_problems(conversation.metadata, path=f"{base}.metadata")
+        + validation.draft_problems(conversation.draft, path=f"{base}.draft")
+    )
+
+
+def _message_problems(messages: list[ImportedMessage]) -> list[Problem]:
+    problems: list[Problem] = []
+    pending: dict[str, int] = {}  # unanswered call id -> seq of the assistant message
+    for index, message in enumerate(messages):
+        path = f"$.messages[{index}]"
+        if message.seq != index + 1:
+            problems.append(
+                Problem(f"{path}.seq", f"is {message.seq}; expected {index + 1} (gapless from 1)")
+            )
+        problems += validation.content_problems(message.content, path=f"{path}.content")
+        problems += _nul_problems(message.usage, f"{path}.usage")
+        problems += _nul_problems(message.provider_payload, f"{path}.provider_payload")
+        problems += _nul_problems(message.name or "", f"{path}.name")
+        if message.kind != "message" and message.role != "system":
+            problems.append(Problem(f"{path}.kind", f"{message.kind!r} requires role 'system'"))
+        if message.tool_calls and message.role != "assistant":
+            problems.append(Problem(f"{path}.tool_calls", "only assistant messages call tools"))
+        for call_index, call in enumerate(message.tool_calls):
+            call_path = f"{path}.tool_calls[{call_index}]"
+            problems += _nul_problems(call.model_dump(), call_path)
+            if not call.id:
+                problems.append(Problem(f"{call_path}.id", "must not be empty"))
+            elif call.id in pending:
+                problems.append(
+                    Problem(f"{call_path}.id", f"{call.id!r} is already an unanswered call")
+                )
+            else:
+                pending[call.id] = message.seq
+            if not call.name:
+                problems.append(Problem(f"{call_path}.name", "must not be empty"))
+        if message.role == "tool":
+            if not message.tool_call_id:
+                problems.append(Problem(f"{path}.tool_call_id", "a tool message needs one"))
+            elif pending.pop(message.tool_call_id, None) is None:
+                problems.append(
+                    Problem(
+                        f"{path}.tool_call_id",
+                        f"{message.tool_call_id!r} answers no earlier unanswered tool call",
+                    )
+                )
+        elif message.tool_call_id:
+            problems.append(Problem(f"{path}.tool_call_id", "only tool messages carry one"))
+    return problems

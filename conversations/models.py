@@ -1,0 +1,226 @@
+"""Conversations, their ordered messages, tool-loop runs and the audit trail.
+
+Invariants live in the database (unique seq per conversation, one active run per
+conversation, closed sets of roles/kinds/statuses) so no code path can break them.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+# The built-in tools (their code arrives with the engine). A new conversation enables all.
+BUILTIN_TOOLS: tuple[str, ...] = (
+    "calculator",
+    "current_time",
+    "update_draft",
+    "search_conversations",
+)
+
+
+def default_tools() -> list[str]:
+    return list(BUILTIN_TOOLS)
+
+
+class MessageRole(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class MessageKind(models.TextChoices):
+    MESSAGE = "message"
+    # A context event: stored system message that triggers no run.
+    EVENT = "event"
+    # The notice stored when the user edited the draft.
+    DRAFT_EDIT = "draft_edit"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    # Stopped at the iteration limit.
+    INCOMPLETE = "incomplete"
+
+
+class AuditAction(models.TextChoices):
+    VIEWED = "viewed"
+    EXPORTED = "exported"
+    DELETED = "deleted"
+    FLAGGED = "flagged"
+    UNFLAGGED = "unflagged"
+    IMPORTED = "imported"
+    PURGED = "purged"
+
+
+class Conversation(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    # The preamble: sent fresh on every model call, never stored as a history row.
+    system_prompt = models.TextField(blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    tools = models.JSONField(default=default_tools, blank=True)
+    # The conversation's working document, shown beside the chat (seed 003's "prompt").
+    draft = models.TextField(blank=True)
+    # Set when the user changes the draft; the next turn stores a notice and clears it.
+    draft_edited = models.BooleanField(default=False)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Also the seq allocator: messages are only ever appended, so the next seq is
+    # message_count + 1, read and bumped under a row lock on this conversation.
+    message_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.TextField(blank=True)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at_seq = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The sidebar and the API list: newest activity first, keyset-paginated.
+            models.Index(
+                fields=["owner", "-last_activity_at", "-id"], name="conversation_owner_activity"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.id}"
+
+
+class Message(models.Model):
+    Role = MessageRole
+
+    Kind = MessageKind
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=MessageRole.choices)
+    kind = models.CharField(max_length=16, choices=MessageKind.choices, default=MessageKind.MESSAGE)
+    content = models.TextField(blank=True)
+    # [{"id", "name", "arguments"}], arguments a JSON string kept exactly as the model sent it.
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    # DO_NOTHING keeps a conversation delete to one DELETE per table (no per-row
+    # collection); runs are only ever deleted together with their conversation.
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="messages"
+    )
+    usage = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    provider_payload = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="message_unique_seq"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="message_seq_positive"),
+            models.CheckConstraint(
+                condition=Q(role__in=MessageRole.values), name="message_role_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=MessageKind.values), name="message_kind_valid"
+            ),
+            # Events and draft notices are system messages; nothing else may claim those kinds.
+            models.CheckConstraint(
+                condition=Q(kind="message") | Q(role="system"), name="message_kind_is_system"
+            ),
+            # A tool result must say which call it answers.
+            models.CheckConstraint(
+                condition=~Q(role="tool") | ~Q(tool_call_id=""), name="message_tool_has_call_id"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.role}"
+
+
+class Run(models.Model):
+    Status = RunStatus
+
+    ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.IN_PROGRESS)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    trigger_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    model = models.CharField(max_length=100, blank=True)
+    iterations = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=[RunStatus.QUEUED, RunStatus.IN_PROGRESS]),
+                name="run_one_active_per_conversation",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="run_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_status_lease")]
+
+    def __str__(self) -> str:
+        return f"Run {self.id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+
+class AuditEvent(models.Model):
+    """Append-only record of privileged access. Plain ids so it outlives what it describes."""
+
+    Action = AuditAction
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_username = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    conversation_id = models.UUIDField(null=True, blank=True, db_index=True)
+    owner_id = models.BigIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=AuditAction.values), name="audit_action_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor_username} {self.action} {self.conversation_id}"

@@ -1,0 +1,137 @@
+"""Every read of conversations. Each takes the requesting user, so another user's rows
+can never come back: callers get "does not exist", which the API answers as 404."""
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+
+from accounts.models import User
+from conversations import context
+from conversations.errors import Problem, ValidationFailed
+from conversations.models import Conversation, Message
+
+MAX_PAGE = 200
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    # Opaque cursor for the next page, or None on the last page.
+    next_cursor: str | None
+
+
+def _clamp(limit: int) -> int:
+    return max(1, min(int(limit), MAX_PAGE))
+
+
+def conversation_get(*, user: User, conversation_id: UUID | str) -> Conversation:
+    """The user's conversation, or Conversation.DoesNotExist (also for malformed ids)."""
+    try:
+        key = UUID(str(conversation_id))
+    except ValueError:
+        raise Conversation.DoesNotExist from None
+    return Conversation.objects.get(pk=key, owner=user)
+
+
+def _encode_cursor(conversation: Conversation) -> str:
+    raw = json.dumps([conversation.last_activity_at.isoformat(), str(conversation.id)])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        stamp, key = json.loads(base64.urlsafe_b64decode(padded))
+        when = datetime.fromisoformat(stamp)
+        if when.tzinfo is None:
+            raise ValueError("naive time")
+        return when, UUID(key)
+    except (ValueError, TypeError, binascii.Error):
+        raise ValidationFailed([Problem("$.cursor", "is not a valid page cursor")]) from None
+
+
+def conversation_list(
+    *,
+    user: User,
+    archived: bool | None = False,
+    q: str = "",
+    cursor: str | None = None,
+    limit: int = 50,
+) -> Page[Conversation]:
+    """The user's conversations, newest activity first, keyset-paginated on
+    (last_activity_at, id) so deep pages cost the same as the first."""
+    limit = _clamp(limit)
+    rows = Conversation.objects.filter(owner=user)
+    if archived is not None:
+        rows = rows.filter(archived_at__isnull=not archived)
+    if q.strip():
+        rows = rows.filter(title__icontains=q.strip())
+    if cursor:
+        when, key = _decode_cursor(cursor)
+        rows = rows.filter(Q(last_activity_at__lt=when) | Q(last_activity_at=when, id__lt=key))
+    found = list(rows.order_by("-last_activity_at", "-id")[: limit + 1])
+    more = len(found) > limit
+    items = found[:limit]
+    return Page(items=items, next_cursor=_encode_cursor(items[-1]) if more else None)
+
+
+def message_page(*, conversation: Conversation, after: int = 0, limit: int = 50) -> Page[Message]:
+    """Messages with seq > after, in order. The cursor is the last seq returned, so a page
+    never shifts when new messages are appended."""
+    limit = _clamp(limit)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValidationFailed([Problem("$.after", "must be a non-negative integer")])
+    found = list(
+        Message.objects.filter(conversation=conversation, seq__gt=after).order_by("seq")[
+            : limit + 1
+        ]
+    )
+    more = len(found) > limit
+    items = found[:limit]
+    return Page(items=items, next_cursor=str(items[-1].seq) if more else None)
+
+
+def history_tail(*, conversation: Conversation, max_messages: int) -> list[Message]:
+    """The newest `max_messages` messages in seq order: one indexed range read whatever the
+    conversation's length (seq > message_count - n uses the (conversation, seq) index)."""
+    first = max(0, conversation.message_count - max_messages)
+    return list(
+        Message.objects.filter(conversation=conversation, seq__gt=first)
+        .order_by("seq")
+        .only("seq", "role", "kind", "content", "tool_calls", "tool_call_id", "name")
+    )
+
+
+def conversation_model_input(
+    *, conversation: Conversation, token_budget: int | None = None
+) -> list[dict[str, Any]]:
+    """What the model is sent for the next turn (see context.py for the rules)."""
+    history = history_tail(
+        conversation=conversation, max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES
+    )
+    return context.build_model_input(
+        system_prompt=conversation.system_prompt,
+        history=history,
+        draft=conversation.draft,
+        token_budget=settings.PARLEY_CONTEXT_TOKENS if token_budget is None else token_budget,
+    )
+
+
+def message_search(*, user: User, q: str, limit: int = 20) -> QuerySet[Message]:
+    """The user's messages containing `q` (case-insensitive), newest first."""
+    q = q.strip()
+    if not q:
+        return Message.objects.none()
+    return (
+        Message.objects.filter(conversation__owner=user, content__icontains=q)
+        .select_related("conversation")
+        .order_by("-created_at", "-seq")[: _clamp(limit)]
+    )
