@@ -15,3 +15,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not Django's default in-memory database, so threaded tests see WAL and
     # IMMEDIATE transactions exactly as the running app does.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-parley.sqlite3")}
+
+# Tests never collect static files; WhiteNoise would only warn about the missing folder.
+MIDDLEWARE = [m for m in MIDDLEWARE if not m.startswith("whitenoise.")]  # noqa: F405

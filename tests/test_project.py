@@ -1,0 +1,65 @@
+"""Project-level promises: deploy checks, the demo login, the admin being served."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from accounts.models import User
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_production_settings_pass_the_deploy_checks():
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "p" * 20 + "r0dUct10n-s3cr3t-k3y-with-enough-entropy-xyz",
+        "ALLOWED_HOSTS": "parley.example.com",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_settings_refuse_to_start_without_a_secret_key():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.production"}
+    env.pop("SECRET_KEY", None)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+@pytest.mark.django_db
+def test_demo_user_command_creates_an_admin_login_and_is_repeatable(client):
+    call_command("ensure_demo_user")
+    call_command("ensure_demo_user")
+    assert User.objects.filter(username="demo").count() == 1
+    assert client.login(username="demo", password="demo")
+    response = client.get("/admin/")
+    assert response.status_code == 200
+    assert b"Site administration" in response.content
+
+
+@pytest.mark.django_db
+def test_the_admin_asks_anonymous_visitors_to_log_in(client):
+    response = client.get("/admin/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
