@@ -63,3 +63,35 @@ def test_the_admin_asks_anonymous_visitors_to_log_in(client):
     response = client.get("/admin/")
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_conversations_without_their_text(client, conversation):
+    from conversations import services
+
+    services.user_message_append(conversation=conversation, content="a very private thought")
+    User.objects.create_superuser(username="root", password="pw-root-123")
+    client.login(username="root", password="pw-root-123")
+
+    listing = client.get("/admin/conversations/conversation/")
+    detail = client.get(f"/admin/conversations/conversation/{conversation.pk}/change/")
+
+    assert listing.status_code == 200
+    assert b"Cats" in listing.content
+    assert detail.status_code == 200
+    assert b"a very private thought" not in detail.content
+
+
+@pytest.mark.django_db
+def test_audit_events_cannot_be_edited_even_by_a_superuser(client, conversation):
+    from conversations import services
+    from conversations.models import AuditEvent
+
+    event = services.audit_record(actor=None, action="viewed", conversation=conversation)
+    User.objects.create_superuser(username="root", password="pw-root-123")
+    client.login(username="root", password="pw-root-123")
+
+    assert client.get("/admin/conversations/auditevent/").status_code == 200
+    delete_url = f"/admin/conversations/auditevent/{event.pk}/delete/"
+    assert client.post(delete_url, {"post": "yes"}).status_code == 403
+    assert AuditEvent.objects.filter(pk=event.pk).exists()
