@@ -49,15 +49,6 @@ class HistoryMessage:
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     tool_call_id: str = ""
 
-    @classmethod
-    def from_message(cls, message: StoredMessage) -> "HistoryMessage":
-        return cls(
-            role=message.role,
-            content=message.content,
-            tool_calls=list(message.tool_calls or []),
-            tool_call_id=message.tool_call_id,
-        )
-
 
 def chat_message(message: StoredMessage) -> ChatMessage:
     """A stored message in OpenAI chat format (also the JSONL export's format)."""

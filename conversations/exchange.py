@@ -242,7 +242,11 @@ def _reject_constant(name: str) -> None:
 
 def parse_export(document: bytes | str) -> ParsedExport:
     """Validate an export document completely. Raise ValidationFailed with every problem."""
-    raw = document.encode() if isinstance(document, str) else document
+    try:
+        raw = document.encode() if isinstance(document, str) else document
+    except UnicodeEncodeError as exc:
+        # A str can hold lone surrogates, which no UTF-8 document (and no database) can.
+        raise ValidationFailed([Problem("$", f"not valid text: {exc.reason}")]) from None
     limit = settings.PARLEY_IMPORT_MAX_BYTES
     if len(raw) > limit:
         raise ValidationFailed(
@@ -328,7 +332,15 @@ def _message_problems(messages: list[ImportedMessage]) -> list[Problem]:
         problems += validation.content_problems(message.content, path=f"{path}.content")
         problems += _nul_problems(message.usage, f"{path}.usage")
         problems += _nul_problems(message.provider_payload, f"{path}.provider_payload")
-        problems += _nul_problems(message.name or "", f"{path}.name")
+        # Checked here, not left to the database: PostgreSQL fails on an over-long varchar.
+        problems += validation.text_problems(
+            message.name or "", path=f"{path}.name", max_chars=validation.TOOL_NAME_MAX
+        )
+        problems += validation.text_problems(
+            message.tool_call_id or "",
+            path=f"{path}.tool_call_id",
+            max_chars=validation.TOOL_CALL_ID_MAX,
+        )
         if message.kind != "message" and message.role != "system":
             problems.append(Problem(f"{path}.kind", f"{message.kind!r} requires role 'system'"))
         if message.tool_calls and message.role != "assistant":

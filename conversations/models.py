@@ -117,10 +117,17 @@ class Message(models.Model):
     tool_calls = models.JSONField(default=list, blank=True)
     tool_call_id = models.CharField(max_length=200, blank=True)
     name = models.CharField(max_length=200, blank=True)
-    # DO_NOTHING keeps a conversation delete to one DELETE per table (no per-row
-    # collection); runs are only ever deleted together with their conversation.
+    # Both links between runs and messages are DO_NOTHING without a database constraint:
+    # runs and messages are only ever deleted together with their conversation, so a
+    # delete is one DELETE per table with no per-row collection in Python and no per-row
+    # check at commit (PostgreSQL spent seconds checking 100k deleted rows).
     run = models.ForeignKey(
-        "Run", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="messages"
+        "Run",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="messages",
     )
     usage = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -159,7 +166,12 @@ class Run(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
     trigger_message = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     model = models.CharField(max_length=100, blank=True)

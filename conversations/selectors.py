@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 
 from accounts.models import User
 from conversations import context
+from conversations.context import HistoryMessage
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Conversation, Message
 
@@ -99,15 +100,23 @@ def message_page(*, conversation: Conversation, after: int = 0, limit: int = 50)
     return Page(items=items, next_cursor=str(items[-1].seq) if more else None)
 
 
-def history_tail(*, conversation: Conversation, max_messages: int) -> list[Message]:
+def history_tail(*, conversation: Conversation, max_messages: int) -> list[HistoryMessage]:
     """The newest `max_messages` messages in seq order: one indexed range read whatever the
-    conversation's length (seq > message_count - n uses the (conversation, seq) index)."""
+    conversation's length (seq > message_count - n uses the (conversation, seq) index).
+
+    Plain tuples rather than model instances: this runs before every model call and reads
+    up to a few hundred rows, where building instances costs more than the query.
+    """
     first = max(0, conversation.message_count - max_messages)
-    return list(
+    rows = (
         Message.objects.filter(conversation=conversation, seq__gt=first)
         .order_by("seq")
-        .only("seq", "role", "kind", "content", "tool_calls", "tool_call_id", "name")
+        .values_list("role", "content", "tool_calls", "tool_call_id")
     )
+    return [
+        HistoryMessage(role=role, content=content, tool_calls=tool_calls, tool_call_id=call_id)
+        for role, content, tool_calls, call_id in rows
+    ]
 
 
 def conversation_model_input(

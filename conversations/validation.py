@@ -12,6 +12,9 @@ MODEL_MAX = 100
 METADATA_MAX_KEYS = 16
 METADATA_KEY_MAX = 64
 METADATA_VALUE_MAX = 512
+# Message.tool_call_id and Message.name are varchar(200): PostgreSQL refuses longer values.
+TOOL_CALL_ID_MAX = 200
+TOOL_NAME_MAX = 200
 
 
 def text_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
@@ -22,6 +25,11 @@ def text_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
     # PostgreSQL text cannot hold NUL, so refuse it everywhere rather than fail on one backend.
     if "\x00" in value:
         return [Problem(path, "contains a NUL character, which cannot be stored")]
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate: not text any database (or UTF-8 document) can hold.
+        return [Problem(path, "contains an unpaired surrogate, which is not valid text")]
     return []
 
 
@@ -74,6 +82,12 @@ def metadata_problems(value: Any, *, path: str = "$.metadata") -> list[Problem]:
         if len(key) > METADATA_KEY_MAX:
             problems.append(
                 Problem(f"{path}.{key[:20]}…", f"key is longer than {METADATA_KEY_MAX} characters")
+            )
+            continue
+        # PostgreSQL's jsonb refuses NUL in keys too, not only in values.
+        if "\x00" in key:
+            problems.append(
+                Problem(f"{path}.{key!r}", "key contains a NUL character, which cannot be stored")
             )
             continue
         problems += text_problems(item, path=f"{path}.{key}", max_chars=METADATA_VALUE_MAX)

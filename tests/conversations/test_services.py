@@ -110,7 +110,11 @@ def test_first_user_message_names_an_untitled_conversation(owner):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("content", ["", "   \n", "x" * 100_001, "bad \x00"])
+@pytest.mark.parametrize(
+    "content",
+    ["", "   \n", "x" * 100_001, "bad \x00", "lone \ud800 surrogate"],
+    ids=["empty", "blank", "too-long", "nul", "surrogate"],
+)
 def test_user_message_refuses_bad_content_and_stores_nothing(conversation, content):
     with pytest.raises(ValidationFailed):
         services.user_message_append(conversation=conversation, content=content)

@@ -1,0 +1,41 @@
+"""Every write to conversations: keyword-only functions named `<thing>_<action>`.
+
+Split by subject; import them from here.
+"""
+
+from conversations.services.audit import audit_record
+from conversations.services.common import UNSET
+from conversations.services.conversations import (
+    conversation_create,
+    conversation_delete,
+    conversation_update,
+)
+from conversations.services.copies import conversation_fork, conversation_import
+from conversations.services.messages import (
+    NewMessage,
+    context_event_add,
+    conversation_draft_update,
+    draft_edit_notice,
+    message_append,
+    messages_append,
+    title_from_message,
+    user_message_append,
+)
+
+__all__ = [
+    "UNSET",
+    "NewMessage",
+    "audit_record",
+    "context_event_add",
+    "conversation_create",
+    "conversation_delete",
+    "conversation_draft_update",
+    "conversation_fork",
+    "conversation_import",
+    "conversation_update",
+    "draft_edit_notice",
+    "message_append",
+    "messages_append",
+    "title_from_message",
+    "user_message_append",
+]

@@ -1,0 +1,96 @@
+"""Conversation settings: create, update, delete."""
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import User
+from conversations import validation
+from conversations.errors import Problem
+from conversations.models import Conversation, default_tools
+from conversations.services.common import UNSET, raise_if
+
+
+def conversation_create(
+    *,
+    owner: User,
+    title: str = "",
+    system_prompt: str = "",
+    model: str = "",
+    tools: list[str] | None = None,
+    metadata: dict[str, str] | None = None,
+) -> Conversation:
+    tools = default_tools() if tools is None else tools
+    metadata = {} if metadata is None else metadata
+    raise_if(
+        validation.title_problems(title)
+        + validation.system_prompt_problems(system_prompt)
+        + validation.model_problems(model)
+        + validation.tools_problems(tools)
+        + validation.metadata_problems(metadata)
+    )
+    return Conversation.objects.create(
+        owner=owner,
+        title=title.strip(),
+        system_prompt=system_prompt,
+        model=model,
+        tools=tools,
+        metadata=metadata,
+    )
+
+
+def conversation_update(
+    *,
+    conversation: Conversation,
+    title: str = UNSET,
+    system_prompt: str = UNSET,
+    model: str = UNSET,
+    tools: list[str] = UNSET,
+    metadata: dict[str, str] = UNSET,
+    archived: bool = UNSET,
+) -> Conversation:
+    """Change the settings that were passed; leave the rest untouched."""
+    checks = {
+        "title": validation.title_problems,
+        "system_prompt": validation.system_prompt_problems,
+        "model": validation.model_problems,
+        "tools": validation.tools_problems,
+        "metadata": validation.metadata_problems,
+    }
+    given = {
+        "title": title,
+        "system_prompt": system_prompt,
+        "model": model,
+        "tools": tools,
+        "metadata": metadata,
+    }
+    changes: dict[str, Any] = {name: value for name, value in given.items() if value is not UNSET}
+    problems: list[Problem] = []
+    for name, value in changes.items():
+        problems += checks[name](value)
+    if archived is not UNSET and not isinstance(archived, bool):
+        problems.append(Problem("$.archived", "must be true or false"))
+    raise_if(problems)
+
+    if "title" in changes:
+        changes["title"] = changes["title"].strip()
+    if archived is not UNSET and archived != (conversation.archived_at is not None):
+        changes["archived_at"] = timezone.now() if archived else None
+    if not changes:
+        return conversation
+    changes["updated_at"] = timezone.now()
+    for name, value in changes.items():
+        setattr(conversation, name, value)
+    conversation.save(update_fields=list(changes))
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    """Hard delete. Messages and runs go as one DELETE each, never row by row in Python.
+
+    That holds because nothing cascades from Message or Run and no delete signals are
+    connected to them (tests/conversations/test_delete.py checks the query shape).
+    """
+    with transaction.atomic():
+        conversation.delete()

@@ -1,0 +1,174 @@
+"""Appending messages, context events and the draft.
+
+Appends allocate `seq` under a row lock on the conversation (SELECT ... FOR UPDATE on
+PostgreSQL; an IMMEDIATE transaction on SQLite), so concurrent writers get a gapless
+1..n sequence and the counters move in the same transaction as the rows.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from conversations import validation
+from conversations.errors import Problem, ValidationFailed
+from conversations.models import Conversation, Message
+from conversations.services.common import raise_if
+
+TITLE_FROM_MESSAGE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to append; seq and conversation are assigned by the service."""
+
+    role: str
+    content: str = ""
+    kind: str = Message.Kind.MESSAGE
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
+    tool_call_id: str = ""
+    name: str = ""
+    run_id: UUID | None = None
+    usage: dict[str, Any] | None = None
+    provider_payload: dict[str, Any] | None = None
+    created_at: datetime | None = None
+
+
+def _locked(conversation: Conversation) -> Conversation:
+    """Re-read the conversation's mutable counters under a row lock for this transaction."""
+    return (
+        Conversation.objects.select_for_update()
+        .only("id", "message_count", "title", "draft", "draft_edited")
+        .get(pk=conversation.pk)
+    )
+
+
+def _insert(
+    *, conversation: Conversation, locked: Conversation, messages: Sequence[NewMessage]
+) -> list[Message]:
+    """Insert after the locked conversation's last seq and move its counters."""
+    now = timezone.now()
+    start = locked.message_count
+    rows = [
+        Message(
+            conversation_id=conversation.pk,
+            seq=start + offset + 1,
+            role=new.role,
+            kind=new.kind,
+            content=new.content,
+            tool_calls=new.tool_calls,
+            tool_call_id=new.tool_call_id,
+            name=new.name,
+            run_id=new.run_id,
+            usage=new.usage,
+            provider_payload=new.provider_payload,
+            created_at=new.created_at or now,
+        )
+        for offset, new in enumerate(messages)
+    ]
+    Message.objects.bulk_create(rows)
+    count = start + len(rows)
+    Conversation.objects.filter(pk=conversation.pk).update(
+        message_count=count, last_activity_at=now
+    )
+    conversation.message_count = count
+    conversation.last_activity_at = now
+    return rows
+
+
+def messages_append(*, conversation: Conversation, messages: Sequence[NewMessage]) -> list[Message]:
+    """Append messages in order, atomically: all get consecutive seqs or none is stored."""
+    if not messages:
+        return []
+    with transaction.atomic():
+        return _insert(conversation=conversation, locked=_locked(conversation), messages=messages)
+
+
+def message_append(*, conversation: Conversation, message: NewMessage) -> Message:
+    return messages_append(conversation=conversation, messages=[message])[0]
+
+
+def user_message_append(*, conversation: Conversation, content: str) -> Message:
+    """Store the user's next message, preceded by a draft-edit notice if one is due.
+
+    The notice (`[user edited the draft to: "..."]`) tells the model *that* the user changed
+    the draft and *to what*; it is stored once per edit, so the model never sees a stale one.
+    The first user message also names an untitled conversation.
+    """
+    raise_if(validation.content_problems(content))
+    if not content.strip():
+        raise ValidationFailed([Problem("$.content", "must not be empty")])
+    with transaction.atomic():
+        locked = _locked(conversation)
+        new = []
+        if locked.draft_edited:
+            new.append(
+                NewMessage(
+                    role=Message.Role.SYSTEM,
+                    kind=Message.Kind.DRAFT_EDIT,
+                    content=draft_edit_notice(locked.draft),
+                )
+            )
+        new.append(NewMessage(role=Message.Role.USER, content=content))
+        rows = _insert(conversation=conversation, locked=locked, messages=new)
+
+        changes: dict[str, Any] = {}
+        if locked.draft_edited:
+            changes["draft_edited"] = False
+        if not locked.title:
+            changes["title"] = title_from_message(content)
+        if changes:
+            Conversation.objects.filter(pk=conversation.pk).update(**changes)
+            for name, value in changes.items():
+                setattr(conversation, name, value)
+        return rows[-1]
+
+
+def context_event_add(*, conversation: Conversation, content: str) -> Message:
+    """Store a context event (a system message that starts no run), in order."""
+    raise_if(validation.content_problems(content))
+    if not content.strip():
+        raise ValidationFailed([Problem("$.content", "must not be empty")])
+    return message_append(
+        conversation=conversation,
+        message=NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=content),
+    )
+
+
+def draft_edit_notice(draft: str) -> str:
+    return f'[user edited the draft to: "{draft}"]'
+
+
+def title_from_message(content: str) -> str:
+    first_line = " ".join(content.split())
+    if len(first_line) <= TITLE_FROM_MESSAGE_CHARS:
+        return first_line
+    return first_line[: TITLE_FROM_MESSAGE_CHARS - 1].rstrip() + "…"
+
+
+def conversation_draft_update(
+    *, conversation: Conversation, draft: str, by_user: bool = True
+) -> bool:
+    """Set the draft; return whether it changed.
+
+    A change by the user raises `draft_edited` so the next turn tells the model; a change
+    by the assistant (its `update_draft` tool) clears it, since the model wrote it.
+    Saving an unchanged draft is a no-op and injects nothing.
+    """
+    raise_if(validation.draft_problems(draft))
+    with transaction.atomic():
+        locked = _locked(conversation)
+        if locked.draft == draft:
+            return False
+        now = timezone.now()
+        Conversation.objects.filter(pk=conversation.pk).update(
+            draft=draft, draft_edited=by_user, updated_at=now
+        )
+    conversation.draft = draft
+    conversation.draft_edited = by_user
+    conversation.updated_at = now
+    return True
