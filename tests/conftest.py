@@ -18,3 +18,10 @@ def outsider(db) -> User:
 @pytest.fixture
 def conversation(owner) -> Conversation:
     return services.conversation_create(owner=owner, title="Cats")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    return f"database: {database['ENGINE'].rsplit('.', 1)[-1]} ({database['NAME']})"
