@@ -49,7 +49,7 @@ def redis_url() -> Iterator[str]:
     os.environ["REDIS_URL"] = url
     settings.REDIS_URL = url
     settings.CELERY_BROKER_URL = url
-    app.conf.broker_url = url
+    app.conf.update(broker_url=url)
     yield url
     if server is not None:
         server.stop()
