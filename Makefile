@@ -18,6 +18,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# Without REDIS_URL an embedded Valkey joins the processes; Ctrl-C stops them all.
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py ensure_demo_user
@@ -27,7 +28,8 @@ run: install
 	@echo "  Log in as: $${PARLEY_DEMO_USERNAME:-demo} / $${PARLEY_DEMO_PASSWORD:-demo}"
 	@echo "  Admin: http://$(HOST):$(PORT)/admin/"
 	@echo ""
-	$(BIN)/daphne --bind $(HOST) --port $(PORT) config.asgi:application
+	HOST=$(HOST) PORT=$(PORT) $(BIN)/honcho start -f Procfile \
+		$$( [ -z "$$REDIS_URL" ] && echo valkey ) web worker beat
 
 lint: install
 	$(BIN)/ruff check .

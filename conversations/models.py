@@ -178,6 +178,9 @@ class Run(models.Model):
     iterations = models.PositiveIntegerField(default=0)
     attempt = models.PositiveIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Which step holds the lease: a step that lost it (it stalled past expiry and another
+    # worker took over) finds its token gone and writes nothing.
+    lease_token = models.UUIDField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)

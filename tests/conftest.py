@@ -53,3 +53,13 @@ def redis_url() -> Iterator[str]:
     yield url
     if server is not None:
         server.stop()
+
+
+from tests.fake_openai import FakeOpenAI  # noqa: E402
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """A started fake OpenAI-compatible server (see tests/fake_openai.py), stopped after."""
+    with FakeOpenAI() as server:
+        yield server

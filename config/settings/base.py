@@ -195,5 +195,7 @@ PARLEY_EVENT_COALESCE_MS = env_int("PARLEY_EVENT_COALESCE_MS", 50)
 PARLEY_EVENT_COALESCE_CHARS = env_int("PARLEY_EVENT_COALESCE_CHARS", 400)
 # A finished run's event log is kept this long, then expires.
 PARLEY_EVENT_TTL_SECONDS = env_int("PARLEY_EVENT_TTL_SECONDS", 24 * 3600)
+# The offline demo model's pace (tokens per second; 0 = as fast as possible).
+PARLEY_DEMO_TOKENS_PER_SECOND = env_int("PARLEY_DEMO_TOKENS_PER_SECOND", 40)
 PARLEY_DEMO_USERNAME = env_str("PARLEY_DEMO_USERNAME", "demo")
 PARLEY_DEMO_PASSWORD = env_str("PARLEY_DEMO_PASSWORD", "demo")

@@ -21,6 +21,7 @@ from conversations.services.messages import (
     title_from_message,
     user_message_append,
 )
+from conversations.services.runs import run_cancel, run_start
 
 __all__ = [
     "UNSET",
@@ -36,6 +37,8 @@ __all__ = [
     "draft_edit_notice",
     "message_append",
     "messages_append",
+    "run_cancel",
+    "run_start",
     "title_from_message",
     "user_message_append",
 ]

@@ -5,6 +5,7 @@ PostgreSQL; an IMMEDIATE transaction on SQLite), so concurrent writers get a gap
 1..n sequence and the counters move in the same transaction as the rows.
 """
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,8 @@ class NewMessage:
 
     role: str
     content: str = ""
+    # Set when the id was announced before the row existed (a streamed reply's id).
+    id: UUID | None = None
     kind: str = Message.Kind.MESSAGE
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     tool_call_id: str = ""
@@ -55,6 +58,7 @@ def _insert(
     start = locked.message_count
     rows = [
         Message(
+            id=new.id or uuid.uuid4(),
             conversation_id=conversation.pk,
             seq=start + offset + 1,
             role=new.role,

@@ -1,0 +1,402 @@
+"""One step of the tool loop. A Celery task runs one step (conversations/tasks.py).
+
+A step is either one streamed model call or the pending tool calls of the run's last
+assistant message. It works out which from the stored messages alone, so any worker can
+take over a run at any point:
+
+1. take the run's lease with a conditional UPDATE (no lease, no work);
+2. assistant tool calls without stored results → run just those tools (a stored tool
+   message for a call id means that call is done: tools are never run twice);
+   otherwise → call the model;
+3. store the result in one transaction that also checks the lease is still ours, then
+   (after commit) publish the events and enqueue the next step.
+
+A killed worker loses at most the step in flight: its lease expires, the watchdog hands
+the run to another worker, and that step runs again (`attempt` counts the tries and
+fails the run past PARLEY_RUN_MAX_ATTEMPTS instead of looping). A retried model step
+re-announces the same message id (`message.created`), so readers restart that message's
+text; a stopped (cancelled) reply keeps its partial text, stored with
+`provider_payload.finish_reason = "cancelled"`, while a failed one is discarded.
+"""
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from conversations import events, selectors
+from conversations.llm import provider_get
+from conversations.llm.base import (
+    ProviderError,
+    StreamAccumulator,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStarted,
+)
+from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
+from conversations.models import Conversation, Message, Run
+from conversations.payloads import message_payload, run_payload
+from conversations.services.messages import NewMessage, message_append
+
+log = logging.getLogger(__name__)
+
+# How often a streaming step looks for a cancel request (one indexed read).
+CANCEL_CHECK_SECONDS = 0.5
+
+
+class LeaseLost(Exception):
+    """Another worker owns this run now; this step must stop without writing."""
+
+
+@dataclass
+class Step:
+    run: Run
+    conversation: Conversation
+    token: uuid.UUID
+    writer: events.EventWriter
+    renewed_at: float = field(default_factory=time.monotonic)
+    checked_at: float = field(default_factory=time.monotonic)
+
+    def lease_until(self) -> Any:
+        return timezone.now() + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS)
+
+    def mine(self) -> Any:
+        return Run.objects.filter(pk=self.run.pk, lease_token=self.token)
+
+    def renew(self) -> None:
+        if not self.mine().update(lease_expires_at=self.lease_until()):
+            raise LeaseLost
+        self.renewed_at = time.monotonic()
+
+    def keepalive(self) -> bool:
+        """Renew the lease when a third of it is used; say whether a cancel was asked."""
+        now = time.monotonic()
+        if now - self.renewed_at >= settings.PARLEY_RUN_LEASE_SECONDS / 3:
+            self.renew()
+        if now - self.checked_at < CANCEL_CHECK_SECONDS:
+            return False
+        self.checked_at = now
+        return self.cancel_requested()
+
+    def cancel_requested(self) -> bool:
+        return Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists()
+
+    def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        self.writer.emit(kind, **payload)
+
+
+# --- entry points ----------------------------------------------------------------------
+
+
+def run_step(run_id: str) -> None:
+    step = _lease(run_id)
+    if step is None:
+        return
+    try:
+        _advance(step)
+    except LeaseLost:
+        log.warning("run %s: lease lost, leaving the run to its new owner", run_id)
+    except Exception:
+        # Unknown trouble (database hiccup, a bug): give the lease back so the run is
+        # retried soon; the attempt cap turns a persistent failure into a failed run.
+        log.exception("run %s: step crashed", run_id)
+        step.mine().update(lease_expires_at=timezone.now(), lease_token=None)
+        _enqueue(run_id, countdown=min(2**step.run.attempt, 30))
+
+
+def runs_watchdog() -> dict[str, int]:
+    """Re-enqueue runs whose worker died (lease expired) or that no worker picked up, and
+    publish terminal events a dying worker committed but never wrote."""
+    now = timezone.now()
+    expired = list(
+        Run.objects.filter(status=Run.Status.IN_PROGRESS, lease_expires_at__lt=now).values_list(
+            "id", flat=True
+        )
+    )
+    grace = now - timedelta(seconds=settings.PARLEY_RUN_QUEUED_GRACE_SECONDS)
+    # Queued and never picked up, or handed over between steps with the next step's
+    # task lost (the worker died between commit and enqueue).
+    stuck = list(
+        Run.objects.filter(
+            status__in=Run.ACTIVE_STATUSES, lease_expires_at__isnull=True, updated_at__lt=grace
+        ).values_list("id", flat=True)
+    )
+    # Touch them so the next sweep waits a full grace period before enqueueing again.
+    Run.objects.filter(pk__in=stuck).update(updated_at=now)
+    for run_id in [*expired, *stuck]:
+        _enqueue(str(run_id))
+    recent = Run.objects.filter(
+        finished_at__gte=now - timedelta(seconds=120), status__in=TERMINAL_STATUSES
+    )
+    for run in recent:
+        events.event_log_ensure_terminal(
+            str(run.id), {"type": f"run.{run.status}", "run": run_payload(run)}
+        )
+    return {"expired": len(expired), "stuck": len(stuck)}
+
+
+TERMINAL_STATUSES = (
+    Run.Status.COMPLETED,
+    Run.Status.FAILED,
+    Run.Status.CANCELLED,
+    Run.Status.INCOMPLETE,
+)
+
+
+def _enqueue(run_id: str, countdown: float = 0) -> None:
+    from conversations.tasks import run_step as task
+
+    task.apply_async(args=(run_id,), countdown=countdown)
+
+
+# --- lease ---------------------------------------------------------------------------
+
+
+def _lease(run_id: str) -> Step | None:
+    now = timezone.now()
+    current = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    if current not in Run.ACTIVE_STATUSES:
+        return None
+    token = uuid.uuid4()
+    taken = (
+        Run.objects.filter(pk=run_id, status=current)
+        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+        .update(
+            status=Run.Status.IN_PROGRESS,
+            lease_token=token,
+            lease_expires_at=now + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS),
+            attempt=F("attempt") + 1,
+            started_at=now if current == Run.Status.QUEUED else F("started_at"),
+            updated_at=now,
+        )
+    )
+    if not taken:
+        return None
+    run = Run.objects.select_related("conversation__owner").get(pk=run_id)
+    writer = events.EventWriter.open(run_id)
+    if writer.next_sequence == 0:
+        # The web process committed the run but never announced it.
+        writer.emit("run.created", run=run_payload(run))
+    if current == Run.Status.QUEUED:
+        writer.emit("run.in_progress", run=run_payload(run))
+    return Step(run=run, conversation=run.conversation, token=token, writer=writer)
+
+
+# --- the step ------------------------------------------------------------------------
+
+
+def _advance(step: Step) -> None:
+    run = step.run
+    if run.attempt > settings.PARLEY_RUN_MAX_ATTEMPTS:
+        _finish(step, Run.Status.FAILED, error=_error("attempts_exhausted", run.attempt - 1))
+        return
+    if step.cancel_requested():
+        _finish(step, Run.Status.CANCELLED)
+        return
+    assistant = (
+        Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("-seq").first()
+    )
+    if assistant is not None and assistant.tool_calls:
+        answered = set(
+            Message.objects.filter(
+                run=run, role=Message.Role.TOOL, seq__gt=assistant.seq
+            ).values_list("tool_call_id", flat=True)
+        )
+        pending = [call for call in assistant.tool_calls if call["id"] not in answered]
+        if pending:
+            _run_tools(step, pending)
+            return
+    elif assistant is not None:
+        # The reply was stored but the run not closed: nothing left to do.
+        _finish(step, Run.Status.COMPLETED)
+        return
+    if run.iterations >= settings.PARLEY_RUN_MAX_ITERATIONS:
+        _finish(step, Run.Status.INCOMPLETE)
+        return
+    _call_model(step)
+
+
+def _error(code: str, attempts: int) -> dict[str, str]:
+    return {
+        "code": code,
+        "message": f"The run stopped after {attempts} interrupted attempts at the same step.",
+    }
+
+
+def _call_model(step: Step) -> None:
+    run, conversation = step.run, step.conversation
+    conversation.refresh_from_db()
+    # The same id on every attempt of this step: a retry restarts the same message.
+    message_id = uuid.uuid5(run.id, f"assistant-{run.iterations + 1}")
+    model_input = selectors.conversation_model_input(conversation=conversation)
+    tools = tool_definitions(conversation.tools)
+    step.writer.emit(
+        "message.created", message_id=str(message_id), role="assistant", attempt=run.attempt
+    )
+
+    reply = StreamAccumulator()
+    cancelled = False
+    try:
+        for event in provider_get().stream(model=run.model, messages=model_input, tools=tools):
+            reply.add(event)
+            if isinstance(event, TextDelta):
+                step.writer.message_delta(str(message_id), event.text)
+            elif isinstance(event, ToolCallStarted):
+                step.writer.emit(
+                    "tool_call.created",
+                    message_id=str(message_id),
+                    call_id=event.call_id,
+                    name=event.name,
+                )
+            elif isinstance(event, ToolCallArgumentsDelta):
+                step.writer.tool_arguments_delta(event.call_id, event.delta)
+            step.writer.flush_if_due()
+            if step.keepalive():
+                cancelled = True
+                break
+    except ProviderError as exc:
+        step.writer.flush()
+        _finish(step, Run.Status.FAILED, error={"code": exc.code, "message": exc.message})
+        return
+    step.writer.flush()
+
+    tool_calls = [] if cancelled else reply.tool_calls
+    for call in tool_calls:
+        step.writer.emit(
+            "tool_call.completed",
+            call_id=call["id"],
+            name=call["name"],
+            arguments=call["arguments"],
+        )
+    with transaction.atomic():
+        _count_iteration(step, reply.usage)
+        stored = None
+        if reply.text or tool_calls:
+            stored = message_append(
+                conversation=conversation,
+                message=NewMessage(
+                    id=message_id,
+                    role=Message.Role.ASSISTANT,
+                    content=reply.text,
+                    tool_calls=tool_calls,
+                    run_id=run.id,
+                    usage=reply.usage,
+                    provider_payload={
+                        "finish_reason": "cancelled" if cancelled else reply.finish_reason
+                    },
+                ),
+            )
+        if stored is not None:
+            transaction.on_commit(
+                lambda: step.emit("message.completed", {"message": message_payload(stored)})
+            )
+        if cancelled:
+            _finish(step, Run.Status.CANCELLED)
+        elif not tool_calls:
+            _finish(step, Run.Status.COMPLETED)
+        else:
+            _hand_over(step)
+
+
+def _count_iteration(step: Step, usage: dict[str, Any] | None) -> None:
+    """Inside the storing transaction: one more model call, its usage added to the run's,
+    and a proof that the lease is still ours (else everything rolls back)."""
+    run = step.run
+    totals = dict(run.usage or {})
+    for key, value in (usage or {}).items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            totals[key] = totals.get(key, 0) + value
+    if not step.mine().update(
+        iterations=F("iterations") + 1,
+        usage=totals,
+        attempt=0,
+        lease_expires_at=step.lease_until(),
+        updated_at=timezone.now(),
+    ):
+        raise LeaseLost
+    run.iterations += 1
+    run.usage = totals
+    run.attempt = 0
+
+
+def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
+    run, conversation = step.run, step.conversation
+    for call in pending:
+        if step.cancel_requested():
+            _finish(step, Run.Status.CANCELLED)
+            return
+        step.renew()
+        context = ToolContext(
+            call_id=call["id"],
+            # An earlier attempt of this step may have started this call before dying.
+            is_resume=run.attempt > 1,
+            conversation=conversation,
+            user=conversation.owner,
+            emit=step.emit,
+        )
+        result = tool_execute(
+            name=call["name"],
+            arguments=call["arguments"],
+            context=context,
+            enabled=conversation.tools,
+        )
+        # Each result is stored as soon as it exists: a crash after it never reruns it.
+        with transaction.atomic():
+            if not step.mine().update(lease_expires_at=step.lease_until()):
+                raise LeaseLost
+            stored = message_append(
+                conversation=conversation,
+                message=NewMessage(
+                    role=Message.Role.TOOL,
+                    content=result.output,
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    run_id=run.id,
+                    provider_payload={"is_error": True} if result.is_error else None,
+                ),
+            )
+        step.emit(
+            "tool_result.completed",
+            {"call_id": call["id"], "output": stored.content, "is_error": result.is_error},
+        )
+    with transaction.atomic():
+        if not step.mine().update(attempt=0):
+            raise LeaseLost
+        _hand_over(step)
+
+
+def _hand_over(step: Step) -> None:
+    """Inside the storing transaction: give up the lease, and once committed, queue the
+    next step (any worker may take it)."""
+    if not step.mine().update(lease_token=None, lease_expires_at=None, updated_at=timezone.now()):
+        raise LeaseLost
+    run_id = str(step.run.id)
+    transaction.on_commit(lambda: _enqueue(run_id))
+
+
+def _finish(step: Step, status: str, error: dict[str, str] | None = None) -> None:
+    """Close the run (compare-and-set on our lease) and publish its terminal event."""
+    now = timezone.now()
+    if (
+        not step.mine()
+        .filter(status__in=Run.ACTIVE_STATUSES)
+        .update(
+            status=status,
+            error=error,
+            finished_at=now,
+            updated_at=now,
+            lease_expires_at=None,
+            lease_token=None,
+        )
+    ):
+        raise LeaseLost
+    run = step.run
+    run.status, run.error, run.finished_at = status, error, now
+    transaction.on_commit(lambda: step.emit(f"run.{status}", {"run": run_payload(run)}))

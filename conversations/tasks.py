@@ -1,0 +1,15 @@
+"""Celery tasks: thin wrappers over the runner."""
+
+from celery import shared_task
+
+from conversations import runner
+
+
+@shared_task(name="conversations.tasks.run_step")
+def run_step(run_id: str) -> None:
+    runner.run_step(run_id)
+
+
+@shared_task(name="conversations.tasks.runs_watchdog")
+def runs_watchdog() -> dict[str, int]:
+    return runner.runs_watchdog()

@@ -1,0 +1,134 @@
+"""A reply produced by a real worker process through the real broker and event log."""
+
+import json
+import time
+
+import pytest
+
+from conversations import events, services
+from conversations.errors import Conflict
+from conversations.models import Message, Run
+from tests.e2e.conftest import run_wait, stored
+from tests.fake_openai import Script
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_two_tool_rounds_complete_with_everything_stored_and_streamed(chat, workers, fake_openai):
+    worker = workers()
+    fake_openai.push(
+        Script(tool_calls=[("call_a", "calculator", '{"expression": "6*7"}')]),
+        Script(tool_calls=[("call_b", "current_time", '{"timezone": "UTC"}')]),
+        Script(text="Six times seven is 42, and I checked the time too."),
+    )
+
+    _, run = services.run_start(conversation=chat, content="What is 6*7, and what time is it?")
+    run = run_wait(run, workers=[worker])
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    messages = stored(chat)
+    assert [(m.seq, m.role, bool(m.tool_calls)) for m in messages] == [
+        (1, "user", False),
+        (2, "assistant", True),
+        (3, "tool", False),
+        (4, "assistant", True),
+        (5, "tool", False),
+        (6, "assistant", False),
+    ]
+    assert messages[2].content == "42"
+    assert messages[2].tool_call_id == "call_a"
+    assert messages[5].content == "Six times seven is 42, and I checked the time too."
+    assert run.iterations == 3
+    assert run.usage["total_tokens"] == sum(m.usage["total_tokens"] for m in messages if m.usage)
+
+    # The second model call saw the first tool's result, right after its call.
+    second = fake_openai.requests[1].messages
+    assert second[-2]["tool_calls"][0]["id"] == "call_a"
+    assert second[-1] == {"role": "tool", "tool_call_id": "call_a", "content": "42"}
+
+    log = events.events_all(str(run.id))
+    assert [e["sequence_number"] for e in log] == list(range(len(log)))
+    assert log[0]["type"] == "run.created"
+    assert log[-1]["type"] == "run.completed"
+    assert log[-1]["run"]["status"] == "completed"
+    texts = events.message_texts(log)
+    assert texts[str(messages[5].id)] == messages[5].content
+    results = [e for e in log if e["type"] == "tool_result.completed"]
+    assert (results[0]["call_id"], results[0]["output"]) == ("call_a", "42")
+    completed_calls = [e for e in log if e["type"] == "tool_call.completed"]
+    assert json.loads(completed_calls[0]["arguments"]) == {"expression": "6*7"}
+
+
+def test_a_second_message_while_a_run_is_active_is_refused(chat, redis_url):
+    # No worker: the first run stays queued.
+    services.run_start(conversation=chat, content="first")
+    with pytest.raises(Conflict):
+        services.run_start(conversation=chat, content="second")
+    assert [m.content for m in stored(chat)] == ["first"]
+
+
+def test_provider_error_fails_the_run_with_its_code_and_keeps_the_message(
+    chat, workers, fake_openai
+):
+    worker = workers()
+    fake_openai.push(Script.http(400, code="context_length_exceeded"))
+
+    _, run = services.run_start(conversation=chat, content="A very long question")
+    run = run_wait(run, workers=[worker])
+
+    assert run.status == Run.Status.FAILED
+    assert run.error is not None
+    assert run.error["code"] == "context_length_exceeded"
+    assert run.error["message"]
+    assert [m.content for m in stored(chat)] == ["A very long question"]
+    assert events.events_all(str(run.id))[-1]["type"] == "run.failed"
+
+
+def test_the_iteration_limit_ends_the_run_incomplete(chat, workers, fake_openai):
+    worker = workers(PARLEY_RUN_MAX_ITERATIONS="2")
+    for i in range(3):
+        fake_openai.push(Script(tool_calls=[(f"call_{i}", "calculator", '{"expression": "1+1"}')]))
+
+    _, run = services.run_start(conversation=chat, content="Keep adding forever")
+    run = run_wait(run, workers=[worker])
+
+    assert run.status == Run.Status.INCOMPLETE
+    assert run.iterations == 2
+    assert len(fake_openai.requests) == 2
+    assert [m.role for m in stored(chat)] == ["user", "assistant", "tool", "assistant", "tool"]
+
+
+def test_cancel_mid_stream_keeps_the_partial_reply(chat, workers, fake_openai):
+    worker = workers()
+    fake_openai.push(Script(text="word " * 400, tokens_per_second=40))
+
+    _, run = services.run_start(conversation=chat, content="Tell me a long story")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if any(e["type"] == "message.delta" for e in events.events_all(str(run.id))):
+            break
+        time.sleep(0.05)
+    services.run_cancel(run=run)
+    run = run_wait(run, workers=[worker])
+
+    assert run.status == Run.Status.CANCELLED
+    reply = Message.objects.get(conversation=chat, role="assistant")
+    assert 0 < len(reply.content) < len("word " * 400)
+    assert reply.provider_payload == {"finish_reason": "cancelled"}
+    log = events.events_all(str(run.id))
+    assert events.message_texts(log)[str(reply.id)] == reply.content
+    assert log[-1]["type"] == "run.cancelled"
+
+
+def test_the_demo_provider_answers_offline_through_the_worker(chat, workers, fake_openai):
+    worker = workers(OPENAI_API_KEY="", PARLEY_DEMO_TOKENS_PER_SECOND="0")
+
+    _, run = services.run_start(conversation=chat, content="What is 12*7?")
+    run = run_wait(run, workers=[worker])
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    roles = [m.role for m in stored(chat)]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert stored(chat)[2].content == "84"
+    assert "84" in stored(chat)[3].content
+    assert fake_openai.requests == []
