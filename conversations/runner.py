@@ -108,49 +108,10 @@ def run_step(run_id: str) -> None:
         # retried soon; the attempt cap turns a persistent failure into a failed run.
         log.exception("run %s: step crashed", run_id)
         step.mine().update(lease_expires_at=timezone.now(), lease_token=None)
-        _enqueue(run_id, countdown=min(2**step.run.attempt, 30))
+        enqueue(run_id, countdown=min(2**step.run.attempt, 30))
 
 
-def runs_watchdog() -> dict[str, int]:
-    """Re-enqueue runs whose worker died (lease expired) or that no worker picked up, and
-    publish terminal events a dying worker committed but never wrote."""
-    now = timezone.now()
-    expired = list(
-        Run.objects.filter(status=Run.Status.IN_PROGRESS, lease_expires_at__lt=now).values_list(
-            "id", flat=True
-        )
-    )
-    grace = now - timedelta(seconds=settings.PARLEY_RUN_QUEUED_GRACE_SECONDS)
-    # Queued and never picked up, or handed over between steps with the next step's
-    # task lost (the worker died between commit and enqueue).
-    stuck = list(
-        Run.objects.filter(
-            status__in=Run.ACTIVE_STATUSES, lease_expires_at__isnull=True, updated_at__lt=grace
-        ).values_list("id", flat=True)
-    )
-    # Touch them so the next sweep waits a full grace period before enqueueing again.
-    Run.objects.filter(pk__in=stuck).update(updated_at=now)
-    for run_id in [*expired, *stuck]:
-        _enqueue(str(run_id))
-    recent = Run.objects.filter(
-        finished_at__gte=now - timedelta(seconds=120), status__in=TERMINAL_STATUSES
-    )
-    for run in recent:
-        events.event_log_ensure_terminal(
-            str(run.id), {"type": f"run.{run.status}", "run": run_payload(run)}
-        )
-    return {"expired": len(expired), "stuck": len(stuck)}
-
-
-TERMINAL_STATUSES = (
-    Run.Status.COMPLETED,
-    Run.Status.FAILED,
-    Run.Status.CANCELLED,
-    Run.Status.INCOMPLETE,
-)
-
-
-def _enqueue(run_id: str, countdown: float = 0) -> None:
+def enqueue(run_id: str, countdown: float = 0) -> None:
     from conversations.tasks import run_step as task
 
     task.apply_async(args=(run_id,), countdown=countdown)
@@ -243,8 +204,9 @@ def _call_model(step: Step) -> None:
 
     reply = StreamAccumulator()
     cancelled = False
+    stream = provider_get().stream(model=run.model, messages=model_input, tools=tools)
     try:
-        for event in provider_get().stream(model=run.model, messages=model_input, tools=tools):
+        for event in stream:
             reply.add(event)
             if isinstance(event, TextDelta):
                 step.writer.message_delta(str(message_id), event.text)
@@ -265,6 +227,11 @@ def _call_model(step: Step) -> None:
         step.writer.flush()
         _finish(step, Run.Status.FAILED, error={"code": exc.code, "message": exc.message})
         return
+    finally:
+        # Stopping early (cancel) releases the upstream HTTP connection now, not at GC.
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
     step.writer.flush()
 
     tool_calls = [] if cancelled else reply.tool_calls
@@ -378,7 +345,7 @@ def _hand_over(step: Step) -> None:
     if not step.mine().update(lease_token=None, lease_expires_at=None, updated_at=timezone.now()):
         raise LeaseLost
     run_id = str(step.run.id)
-    transaction.on_commit(lambda: _enqueue(run_id))
+    transaction.on_commit(lambda: enqueue(run_id))
 
 
 def _finish(step: Step, status: str, error: dict[str, str] | None = None) -> None:

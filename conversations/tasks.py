@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from conversations import runner
+from conversations import runner, watchdog
 
 
 @shared_task(name="conversations.tasks.run_step")
@@ -12,4 +12,4 @@ def run_step(run_id: str) -> None:
 
 @shared_task(name="conversations.tasks.runs_watchdog")
 def runs_watchdog() -> dict[str, int]:
-    return runner.runs_watchdog()
+    return watchdog.runs_watchdog()

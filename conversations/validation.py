@@ -5,7 +5,6 @@ from typing import Any
 from django.conf import settings
 
 from conversations.errors import Problem
-from conversations.models import BUILTIN_TOOLS
 
 TITLE_MAX = 200
 MODEL_MAX = 100
@@ -54,6 +53,10 @@ def content_problems(value: Any, *, path: str = "$.content") -> list[Problem]:
 
 
 def tools_problems(value: Any, *, path: str = "$.tools") -> list[Problem]:
+    # Imported here: the registry's built-in tools use the services, which use this module.
+    from conversations.llm.tools import tool_catalog
+
+    registered = [entry["name"] for entry in tool_catalog()]
     if not isinstance(value, list):
         return [Problem(path, f"must be a list of tool names, not {type_name(value)}")]
     problems = []
@@ -62,8 +65,8 @@ def tools_problems(value: Any, *, path: str = "$.tools") -> list[Problem]:
         item_path = f"{path}[{index}]"
         if not isinstance(name, str):
             problems.append(Problem(item_path, f"must be a string, not {type_name(name)}"))
-        elif name not in BUILTIN_TOOLS:
-            known = ", ".join(BUILTIN_TOOLS)
+        elif name not in registered:
+            known = ", ".join(registered)
             problems.append(Problem(item_path, f"unknown tool {name!r}; known tools: {known}"))
         elif name in seen:
             problems.append(Problem(item_path, f"tool {name!r} is listed twice"))

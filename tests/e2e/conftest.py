@@ -7,7 +7,7 @@ import pytest
 
 from conversations import services
 from conversations.models import Conversation, Message, Run
-from tests.e2e.side_effects import tables_create
+from tests.e2e.side_effects import tables_reset
 from tests.e2e.worker import Worker, worker_start
 from tests.fake_openai import FakeOpenAI
 
@@ -17,7 +17,7 @@ WorkerFactory = Callable[..., Worker]
 @pytest.fixture
 def workers(redis_url: str, fake_openai: FakeOpenAI) -> Iterator[WorkerFactory]:
     """Start worker processes on demand (each call one more); all stopped at the end."""
-    tables_create()
+    tables_reset()
     started: list[Worker] = []
 
     def start(**env: str) -> Worker:

@@ -6,7 +6,8 @@ SIDE_EFFECTS = "e2e_side_effect"
 EXECUTIONS = "e2e_execution"
 
 
-def tables_create() -> None:
+def tables_reset() -> None:
+    """Create the tables if needed and empty them (they are not Django's, so nothing else does)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {SIDE_EFFECTS} "
@@ -16,3 +17,5 @@ def tables_create() -> None:
             f"CREATE TABLE IF NOT EXISTS {EXECUTIONS} "
             "(call_id varchar(200) NOT NULL, is_resume boolean NOT NULL)"
         )
+        cursor.execute(f"DELETE FROM {SIDE_EFFECTS}")
+        cursor.execute(f"DELETE FROM {EXECUTIONS}")

@@ -1,0 +1,48 @@
+"""The watchdog: a periodic sweep (Celery beat) that keeps runs moving after crashes."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from conversations import events, runner
+from conversations.models import Run
+from conversations.payloads import run_payload
+
+TERMINAL_STATUSES = (
+    Run.Status.COMPLETED,
+    Run.Status.FAILED,
+    Run.Status.CANCELLED,
+    Run.Status.INCOMPLETE,
+)
+
+
+def runs_watchdog() -> dict[str, int]:
+    """Re-enqueue runs whose worker died (lease expired) or that no worker picked up, and
+    publish terminal events a dying worker committed but never wrote."""
+    now = timezone.now()
+    expired = list(
+        Run.objects.filter(status=Run.Status.IN_PROGRESS, lease_expires_at__lt=now).values_list(
+            "id", flat=True
+        )
+    )
+    grace = now - timedelta(seconds=settings.PARLEY_RUN_QUEUED_GRACE_SECONDS)
+    # Queued and never picked up, or handed over between steps with the next step's
+    # task lost (the worker died between commit and enqueue).
+    stuck = list(
+        Run.objects.filter(
+            status__in=Run.ACTIVE_STATUSES, lease_expires_at__isnull=True, updated_at__lt=grace
+        ).values_list("id", flat=True)
+    )
+    # Touch them so the next sweep waits a full grace period before enqueueing again.
+    Run.objects.filter(pk__in=stuck).update(updated_at=now)
+    for run_id in [*expired, *stuck]:
+        runner.enqueue(str(run_id))
+    recent = Run.objects.filter(
+        finished_at__gte=now - timedelta(seconds=120), status__in=TERMINAL_STATUSES
+    )
+    for run in recent:
+        events.event_log_ensure_terminal(
+            str(run.id), {"type": f"run.{run.status}", "run": run_payload(run)}
+        )
+    return {"expired": len(expired), "stuck": len(stuck)}

@@ -1,0 +1,149 @@
+"""SIGKILL the worker at the worst moments: the reply still completes exactly once."""
+
+import random
+import time
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from conversations import events, services, watchdog
+from conversations.models import Message, Run
+from tests.e2e.conftest import stored
+from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
+from tests.fake_openai import Script
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STORY = "The quick brown fox jumps over the lazy dog. " * 12
+
+
+def wait_until(condition, *, timeout: float = 20, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def recover(run: Run, *, timeout: float = 40) -> Run:
+    """What the beat schedule does: sweep until the new worker has finished the run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if not run.is_active:
+            return run
+        watchdog.runs_watchdog()
+        time.sleep(0.3)
+    raise AssertionError(f"run still {run.status} after the kill")
+
+
+def rows(sql: str) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+
+
+def deltas_seen(run: Run) -> bool:
+    return any(e["type"] == "message.delta" for e in events.events_all(str(run.id)))
+
+
+def assert_log_matches_storage(run: Run) -> None:
+    log = events.events_all(str(run.id))
+    assert [e["sequence_number"] for e in log] == list(range(len(log)))
+    assert log[-1]["type"] == "run.completed"
+    texts = events.message_texts(log)
+    for message in Message.objects.filter(run=run, role="assistant"):
+        assert texts.get(str(message.id), "") == message.content
+
+
+def test_killed_mid_stream_the_reply_is_streamed_again_and_stored_once(chat, workers, fake_openai):
+    first = workers()
+    fake_openai.push(Script(text=STORY, tokens_per_second=50), Script(text=STORY))
+
+    _, run = services.run_start(conversation=chat, content="Tell me about the fox")
+    wait_until(lambda: deltas_seen(run), what="the first deltas")
+    first.kill()
+    workers()
+    run = recover(run)
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert [(m.role, m.content) for m in stored(chat)] == [
+        ("user", "Tell me about the fox"),
+        ("assistant", STORY),
+    ]
+    assert len(fake_openai.requests) == 2
+    assert_log_matches_storage(run)
+    created = [e for e in events.events_all(str(run.id)) if e["type"] == "message.created"]
+    assert len(created) == 2
+    assert created[0]["message_id"] == created[1]["message_id"]
+
+
+def test_killed_inside_a_tool_finished_calls_never_run_again(chat, workers, fake_openai):
+    first = workers()
+    fake_openai.push(
+        Script(
+            tool_calls=[
+                ("call_fast", "record_side_effect", '{"label": "fast"}'),
+                ("call_slow", "record_side_effect", '{"label": "slow", "seconds": 1.5}'),
+            ]
+        ),
+        Script(text="Both are recorded."),
+    )
+
+    _, run = services.run_start(conversation=chat, content="Record two things")
+    wait_until(
+        lambda: rows(f"SELECT 1 FROM {EXECUTIONS} WHERE call_id = 'call_slow'"),
+        what="the slow tool to start",
+    )
+    first.kill()
+    workers()
+    run = recover(run)
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert sorted(rows(f"SELECT call_id, label FROM {SIDE_EFFECTS}")) == [
+        ("call_fast", "fast"),
+        ("call_slow", "slow"),
+    ]
+    executions = rows(f"SELECT call_id, is_resume FROM {EXECUTIONS}")
+    # The stored result of the fast call kept it from running again; the slow one was
+    # interrupted, so it ran once more, told that it is a resume.
+    assert Counter(call for call, _ in executions) == {"call_fast": 1, "call_slow": 2}
+    assert ("call_slow", True) in executions
+    tool_messages = Message.objects.filter(conversation=chat, role="tool")
+    assert sorted(tool_messages.values_list("tool_call_id", flat=True)) == [
+        "call_fast",
+        "call_slow",
+    ]
+    assert [m.role for m in stored(chat)] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert_log_matches_storage(run)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_kill_at_a_random_moment_loses_and_duplicates_nothing(chat, workers, fake_openai, seed):
+    """A few of bench/chaos.py's random trials, in the suite."""
+    kill_after = random.Random(seed).uniform(0.05, 1.5)
+    tool_script = Script(
+        text=["Let ", "me ", "record ", "that."],
+        tokens_per_second=20,
+        tool_calls=[("call_1", "record_side_effect", '{"label": "one", "seconds": 0.3}')],
+    )
+    answer = Script(text=STORY, tokens_per_second=100)
+    # Enough scripts for any retried step: each retry asks the model again.
+    fake_openai.push(tool_script, answer, answer, answer)
+    first = workers()
+
+    _, run = services.run_start(conversation=chat, content="Record one thing, then tell a story")
+    time.sleep(kill_after)
+    first.kill()
+    workers()
+    run = recover(run)
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    roles = [m.role for m in stored(chat)]
+    assert roles == ["user", "assistant", "tool", "assistant"], roles
+    assert [m.seq for m in stored(chat)] == [1, 2, 3, 4]
+    assert rows(f"SELECT call_id, label FROM {SIDE_EFFECTS}") == [("call_1", "one")]
+    assert stored(chat)[3].content == STORY
+    assert_log_matches_storage(run)
