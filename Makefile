@@ -19,6 +19,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 install: $(VENV)/.installed
 
 # Without REDIS_URL an embedded Valkey joins the processes; Ctrl-C stops them all.
+# honcho hands each process its own PORT, so the web port travels as PARLEY_PORT.
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py ensure_demo_user
@@ -28,7 +29,7 @@ run: install
 	@echo "  Log in as: $${PARLEY_DEMO_USERNAME:-demo} / $${PARLEY_DEMO_PASSWORD:-demo}"
 	@echo "  Admin: http://$(HOST):$(PORT)/admin/"
 	@echo ""
-	HOST=$(HOST) PORT=$(PORT) $(BIN)/honcho start -f Procfile \
+	PARLEY_HOST=$(HOST) PARLEY_PORT=$(PORT) $(BIN)/honcho start -f Procfile \
 		$$( [ -z "$$REDIS_URL" ] && echo valkey ) web worker beat
 
 lint: install

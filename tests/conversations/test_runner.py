@@ -1,0 +1,176 @@
+"""The step runner in-process: leases, the attempt cap, cancellation, the watchdog."""
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from conversations import events, runner, services, watchdog
+from conversations.llm.base import Finished, StreamEvent, TextDelta, UsageReported
+from conversations.models import Message, Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, *replies: str | Exception) -> None:
+        self.replies = list(replies)
+        self.calls: list[list[dict[str, Any]]] = []
+
+    def stream(
+        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> Iterator[StreamEvent]:
+        self.calls.append(messages)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        for word in reply.split(" "):
+            yield TextDelta(word + " ")
+        yield UsageReported(prompt_tokens=10, completion_tokens=5, total_tokens=15)
+        yield Finished("stop")
+
+
+@pytest.fixture
+def enqueued(monkeypatch) -> list[str]:
+    """Steps the runner asks for, instead of sending them to a broker: tests run them."""
+    queue: list[str] = []
+    monkeypatch.setattr(runner, "enqueue", lambda run_id, countdown=0: queue.append(run_id))
+    return queue
+
+
+def provide(monkeypatch, provider: ScriptedProvider) -> ScriptedProvider:
+    monkeypatch.setattr(runner, "provider_get", lambda: provider)
+    return provider
+
+
+def start(conversation, content="Hello") -> Run:
+    # run_start announces the run after commit: that needs the event log, not a worker.
+    _, run = services.run_start(conversation=conversation, content=content)
+    return run
+
+
+def test_a_step_streams_stores_and_completes(conversation, redis_url, enqueued, monkeypatch):
+    provide(monkeypatch, ScriptedProvider("Hi there friend"))
+    run = start(conversation)
+
+    runner.run_step(str(run.id))
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.COMPLETED
+    assert run.usage == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    reply = Message.objects.get(conversation=conversation, role="assistant")
+    assert reply.content == "Hi there friend "
+    assert reply.run_id == run.id
+    assert reply.provider_payload == {"finish_reason": "stop"}
+    types = [e["type"] for e in events.events_all(str(run.id))]
+    assert types[:3] == ["run.created", "run.in_progress", "message.created"]
+    assert types[-2:] == ["message.completed", "run.completed"]
+
+
+def test_a_held_lease_keeps_a_second_delivery_out(conversation, redis_url, enqueued, monkeypatch):
+    provider = provide(monkeypatch, ScriptedProvider("only once"))
+    run = start(conversation)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.IN_PROGRESS, lease_expires_at=timezone.now() + timedelta(seconds=60)
+    )
+
+    runner.run_step(str(run.id))
+
+    assert provider.calls == []
+    assert not Message.objects.filter(role="assistant").exists()
+
+
+def test_a_step_that_lost_its_lease_stores_nothing(conversation, redis_url, enqueued, monkeypatch):
+    run = start(conversation)
+
+    class Usurped(ScriptedProvider):
+        def stream(self, **kwargs: Any) -> Iterator[StreamEvent]:
+            # Mid-stream, another worker takes the run over (this one stalled too long).
+            Run.objects.filter(pk=run.pk).update(lease_token=None)
+            yield from super().stream(**kwargs)
+
+    provide(monkeypatch, Usurped("too late"))
+    runner.run_step(str(run.id))
+
+    assert not Message.objects.filter(role="assistant").exists()
+    run.refresh_from_db()
+    assert run.status == Run.Status.IN_PROGRESS
+
+
+def test_a_step_that_keeps_crashing_fails_the_run_at_the_attempt_cap(
+    conversation, redis_url, enqueued, monkeypatch, settings
+):
+    settings.PARLEY_RUN_MAX_ATTEMPTS = 3
+    provide(monkeypatch, ScriptedProvider(*[RuntimeError("bug")] * 3))
+    run = start(conversation)
+
+    for _ in range(3):
+        runner.run_step(str(run.id))
+        run.refresh_from_db()
+        assert run.status == Run.Status.IN_PROGRESS
+        assert run.lease_token is None  # handed back for a retry
+    assert len(enqueued) == 3
+    runner.run_step(str(run.id))
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert run.error is not None
+    assert run.error["code"] == "attempts_exhausted"
+    assert [m.role for m in conversation.messages.all()] == ["user"]
+    assert events.events_all(str(run.id))[-1]["type"] == "run.failed"
+
+
+def test_cancelling_a_queued_run_ends_it_at_once(conversation, redis_url, enqueued):
+    run = start(conversation)
+
+    services.run_cancel(run=run)
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert events.events_all(str(run.id))[-1]["type"] == "run.cancelled"
+    # A worker that gets the step later finds nothing to do.
+    runner.run_step(str(run.id))
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+
+
+def test_a_cancel_requested_before_a_step_stops_the_run(
+    conversation, redis_url, enqueued, monkeypatch
+):
+    provider = provide(monkeypatch, ScriptedProvider("never said"))
+    run = start(conversation)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.IN_PROGRESS, cancel_requested_at=timezone.now()
+    )
+
+    runner.run_step(str(run.id))
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert provider.calls == []
+
+
+def test_the_watchdog_requeues_expired_leases_and_lost_tasks(conversation, redis_url, enqueued):
+    expired = start(conversation)
+    Run.objects.filter(pk=expired.pk).update(
+        status=Run.Status.IN_PROGRESS,
+        lease_token=None,
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    other = services.conversation_create(owner=conversation.owner)
+    lost = start(other)
+    Run.objects.filter(pk=lost.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    fresh_conversation = services.conversation_create(owner=conversation.owner)
+    start(fresh_conversation)  # queued just now: its task is still on its way
+    enqueued.clear()
+
+    assert watchdog.runs_watchdog() == {"expired": 1, "stuck": 1}
+    assert sorted(enqueued) == sorted([str(expired.id), str(lost.id)])
+    # Touched: the next sweep waits a full grace period for the lost one.
+    enqueued.clear()
+    watchdog.runs_watchdog()
+    assert enqueued == [str(expired.id)]
