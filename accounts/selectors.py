@@ -1,7 +1,7 @@
 """Reads for accounts."""
 
-from accounts.models import ApiKey
-from accounts.services import api_key_hash
+from accounts.models import ApiKey, User
+from accounts.services import KEY_PREFIX, api_key_hash, api_key_mark_used
 
 
 def api_key_for_secret(*, secret: str) -> ApiKey | None:
@@ -11,3 +11,17 @@ def api_key_for_secret(*, secret: str) -> ApiKey | None:
         .filter(hashed_secret=api_key_hash(secret=secret), revoked_at__isnull=True)
         .first()
     )
+
+
+def user_for_authorization(*, header: str) -> User | None:
+    """The active owner of the key in `Authorization: Bearer <key>`, recording its use;
+    None for anything else (other schemes, malformed, unknown or revoked keys)."""
+    scheme, _, secret = header.partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret.startswith(f"{KEY_PREFIX}_") or " " in secret:
+        return None
+    api_key = api_key_for_secret(secret=secret)
+    if api_key is None or not api_key.owner.is_active:
+        return None
+    api_key_mark_used(api_key=api_key)
+    return api_key.owner

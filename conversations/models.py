@@ -182,6 +182,8 @@ class Run(models.Model):
     # worker took over) finds its token gone and writes nothing.
     lease_token = models.UUIDField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # A client's idempotency key for "send this message": the same key starts one run.
+    client_id = models.CharField(max_length=100, blank=True)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -198,6 +200,11 @@ class Run(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(status__in=RunStatus.values), name="run_status_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "client_id"],
+                condition=~Q(client_id=""),
+                name="run_unique_client_id",
             ),
         ]
         indexes = [models.Index(fields=["status", "lease_expires_at"], name="run_status_lease")]

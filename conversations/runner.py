@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from conversations import events, selectors
+from conversations import events, notifications, selectors
 from conversations.llm import provider_get
 from conversations.llm.base import (
     ProviderError,
@@ -366,4 +366,6 @@ def _finish(step: Step, status: str, error: dict[str, str] | None = None) -> Non
         raise LeaseLost
     run = step.run
     run.status, run.error, run.finished_at = status, error, now
-    transaction.on_commit(lambda: step.emit(f"run.{status}", {"run": run_payload(run)}))
+    payload = run_payload(run)
+    notifications.notify(run.conversation_id, notifications.RUN_ENDED, run=payload)
+    transaction.on_commit(lambda: step.emit(f"run.{status}", {"run": payload}))

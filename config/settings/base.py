@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "channels",
     "rest_framework",
     "accounts",
     "conversations",
@@ -122,6 +123,16 @@ STORAGES = {
 # so the same architecture runs everywhere.
 PARLEY_EMBEDDED_REDIS_PORT = env_int("PARLEY_EMBEDDED_REDIS_PORT", 6390)
 REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{PARLEY_EMBEDDED_REDIS_PORT}/0"
+
+# Conversation notifications (second tabs, other devices) travel over the channel layer.
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": "parley:channels"},
+    },
+}
+# Websocket frames larger than this are refused with an error event.
+PARLEY_WS_MAX_FRAME_BYTES = env_int("PARLEY_WS_MAX_FRAME_BYTES", 256 * 1024)
 
 # --- Celery: one task = one step of a run (conversations/runner.py) -------------------------
 CELERY_BROKER_URL = REDIS_URL

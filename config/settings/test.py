@@ -18,3 +18,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 # Tests never collect static files; WhiteNoise would only warn about the missing folder.
 MIDDLEWARE = [m for m in MIDDLEWARE if not m.startswith("whitenoise.")]  # noqa: F405
+
+if not env_str("REDIS_URL"):
+    # Until a test asks for the real server (the `redis_url` fixture switches to it),
+    # notifications go nowhere instead of to a server that isn't running.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

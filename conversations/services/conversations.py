@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
-from conversations import validation
+from conversations import notifications, validation
 from conversations.errors import Problem
 from conversations.models import Conversation, default_tools
 from conversations.services.common import UNSET, raise_if
@@ -82,7 +82,17 @@ def conversation_update(
     changes["updated_at"] = timezone.now()
     for name, value in changes.items():
         setattr(conversation, name, value)
-    conversation.save(update_fields=list(changes))
+    with transaction.atomic():
+        conversation.save(update_fields=list(changes))
+        notifications.notify(
+            conversation.pk,
+            notifications.UPDATED,
+            **{
+                name: (value.isoformat() if name == "archived_at" and value else value)
+                for name, value in changes.items()
+                if name != "updated_at"
+            },
+        )
     return conversation
 
 
@@ -92,5 +102,7 @@ def conversation_delete(*, conversation: Conversation) -> None:
     That holds because nothing cascades from Message or Run and no delete signals are
     connected to them (tests/conversations/test_delete.py checks the query shape).
     """
+    conversation_id = conversation.pk
     with transaction.atomic():
         conversation.delete()
+        notifications.notify(conversation_id, notifications.DELETED)

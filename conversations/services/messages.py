@@ -15,9 +15,10 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import validation
+from conversations import notifications, validation
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Conversation, Message
+from conversations.payloads import message_payload
 from conversations.services.common import raise_if
 
 TITLE_FROM_MESSAGE_CHARS = 80
@@ -129,6 +130,12 @@ def user_message_append(*, conversation: Conversation, content: str) -> Message:
             Conversation.objects.filter(pk=conversation.pk).update(**changes)
             for name, value in changes.items():
                 setattr(conversation, name, value)
+        if "title" in changes:
+            notifications.notify(conversation.pk, notifications.UPDATED, title=changes["title"])
+        for row in rows:
+            notifications.notify(
+                conversation.pk, notifications.MESSAGE_STORED, message=message_payload(row)
+            )
         return rows[-1]
 
 
@@ -137,10 +144,15 @@ def context_event_add(*, conversation: Conversation, content: str) -> Message:
     raise_if(validation.content_problems(content))
     if not content.strip():
         raise ValidationFailed([Problem("$.content", "must not be empty")])
-    return message_append(
-        conversation=conversation,
-        message=NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=content),
-    )
+    with transaction.atomic():
+        event = message_append(
+            conversation=conversation,
+            message=NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=content),
+        )
+        notifications.notify(
+            conversation.pk, notifications.MESSAGE_STORED, message=message_payload(event)
+        )
+    return event
 
 
 def draft_edit_notice(draft: str) -> str:
@@ -171,6 +183,12 @@ def conversation_draft_update(
         now = timezone.now()
         Conversation.objects.filter(pk=conversation.pk).update(
             draft=draft, draft_edited=by_user, updated_at=now
+        )
+        notifications.notify(
+            conversation.pk,
+            notifications.DRAFT_CHANGED,
+            draft=draft,
+            by="user" if by_user else "assistant",
         )
     conversation.draft = draft
     conversation.draft_edited = by_user

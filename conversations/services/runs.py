@@ -4,19 +4,36 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from conversations.errors import Conflict
+from conversations import events, notifications
+from conversations.errors import Conflict, Problem, ValidationFailed
 from conversations.models import Conversation, Message, Run
+from conversations.payloads import run_payload
 from conversations.services.messages import user_message_append
 
 RUN_ACTIVE_MESSAGE = (
     "A reply is still being generated in this conversation; wait for it or cancel it."
 )
+CLIENT_ID_MAX = 100
 
 
-def run_start(*, conversation: Conversation, content: str) -> tuple[Message, Run]:
+def run_start(
+    *, conversation: Conversation, content: str, client_id: str = ""
+) -> tuple[Message, Run]:
     """Store the user's message and a queued run for it in one transaction, then (after
-    commit) announce the run and hand it to a worker. Raises Conflict while another run
-    of this conversation is active: nothing is stored then."""
+    commit) announce the run and hand it to a worker.
+
+    `client_id` makes the call idempotent: a repeat with the same id returns the run the
+    first call started. Raises Conflict while another run of this conversation is active:
+    nothing is stored then.
+    """
+    if not isinstance(client_id, str) or len(client_id) > CLIENT_ID_MAX:
+        raise ValidationFailed(
+            [Problem("$.client_id", f"must be a string of at most {CLIENT_ID_MAX} characters")]
+        )
+    if client_id:
+        earlier = _run_for_client_id(conversation=conversation, client_id=client_id)
+        if earlier is not None:
+            return earlier
     try:
         with transaction.atomic():
             if Run.objects.filter(
@@ -28,11 +45,17 @@ def run_start(*, conversation: Conversation, content: str) -> tuple[Message, Run
                 conversation=conversation,
                 trigger_message=message,
                 model=conversation.model or settings.PARLEY_MODEL,
+                client_id=client_id,
             )
             Message.objects.filter(pk=message.pk).update(run=run)
             message.run = run
+            notifications.notify(conversation.pk, notifications.RUN_STARTED, run=run_payload(run))
     except IntegrityError as exc:
-        # Two starts raced past the check: the one-active-run constraint decided.
+        # Two starts raced past the checks; the constraints decided which one won.
+        if client_id:
+            earlier = _run_for_client_id(conversation=conversation, client_id=client_id)
+            if earlier is not None:
+                return earlier
         if Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists():
             raise Conflict(RUN_ACTIVE_MESSAGE) from exc
         raise
@@ -40,11 +63,22 @@ def run_start(*, conversation: Conversation, content: str) -> tuple[Message, Run
     return message, run
 
 
+def _run_for_client_id(*, conversation: Conversation, client_id: str) -> tuple[Message, Run] | None:
+    run = (
+        Run.objects.filter(conversation=conversation, client_id=client_id)
+        .select_related("trigger_message")
+        .first()
+    )
+    if run is None or run.trigger_message is None:
+        return None
+    return run.trigger_message, run
+
+
 def _run_announce(run: Run) -> None:
-    from conversations import events, payloads
+    # Imported here: the task module imports the runner, which imports the services.
     from conversations.tasks import run_step
 
-    events.EventWriter.open(str(run.id)).emit("run.created", run=payloads.run_payload(run))
+    events.EventWriter.open(str(run.id)).emit(events.RUN_CREATED, run=run_payload(run))
     run_step.delay(str(run.id))
 
 
@@ -64,11 +98,14 @@ def run_cancel(*, run: Run) -> Run:
             ).update(cancel_requested_at=now, updated_at=now)
         run.refresh_from_db()
         if ended:
-            transaction.on_commit(lambda: _run_announce_end(run))
+            run_ended_announce(run)
     return run
 
 
-def _run_announce_end(run: Run) -> None:
-    from conversations import events, payloads
-
-    events.EventWriter.open(str(run.id)).emit(f"run.{run.status}", run=payloads.run_payload(run))
+def run_ended_announce(run: Run) -> None:
+    """After commit: the run's terminal event and the conversation notification."""
+    payload = run_payload(run)
+    notifications.notify(run.conversation_id, notifications.RUN_ENDED, run=payload)
+    transaction.on_commit(
+        lambda: events.EventWriter.open(str(run.id)).emit(f"run.{run.status}", run=payload)
+    )

@@ -1,0 +1,102 @@
+"""`GET /api/v1/runs/<id>/events/`: a run's events as Server-Sent Events.
+
+An async view: while it waits for the next event it holds no worker thread and no
+database connection, only one Redis connection blocked in XREAD. `id:` is the event's
+sequence number, so a browser's EventSource resumes by itself with Last-Event-ID; the
+response ends after the run's terminal event.
+"""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+
+from accounts.selectors import user_for_authorization
+from conversations import events, selectors
+from conversations.models import Run
+
+HEARTBEAT_SECONDS = 15.0
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+async def _user(request: HttpRequest) -> Any:
+    header = request.headers.get("Authorization")
+    if header:
+        return await sync_to_async(user_for_authorization)(header=header)
+    user = await request.auser()
+    return user if user.is_authenticated else None
+
+
+def _after(request: HttpRequest) -> int | None:
+    raw = request.GET.get("after") or request.headers.get("Last-Event-ID")
+    if raw is None or raw == "":
+        return None
+    value = int(raw)  # ValueError is reported by the caller
+    if value < -1:
+        raise ValueError(raw)
+    return value
+
+
+async def with_heartbeats(
+    source: AsyncIterator[dict[str, Any]], interval: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Items from `source`, and None whenever `interval` passes without one."""
+    iterator = aiter(source)
+    pending = asyncio.ensure_future(anext(iterator))
+    try:
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield None
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            yield item
+            pending = asyncio.ensure_future(anext(iterator))
+    finally:
+        pending.cancel()
+
+
+def sse_format(event: dict[str, Any]) -> str:
+    data = json.dumps(event, ensure_ascii=False)
+    return f"id: {event['sequence_number']}\nevent: {event['type']}\ndata: {data}\n\n"
+
+
+async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
+    # Browsers reconnect after this many milliseconds if the connection drops.
+    yield "retry: 2000\n\n"
+    async for event in with_heartbeats(
+        events.events_follow(run_id, after=after), HEARTBEAT_SECONDS
+    ):
+        # A comment line keeps idle proxies from closing the connection.
+        yield ": keep-alive\n\n" if event is None else sse_format(event)
+
+
+async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
+    if request.method != "GET":
+        return _error(405, "method_not_allowed", "Use GET.")
+    user = await _user(request)
+    if user is None:
+        return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")
+    try:
+        run = await sync_to_async(selectors.run_get_for_user)(user=user, run_id=run_id)
+    except Run.DoesNotExist:
+        return _error(404, "not_found", "No such run.")
+    try:
+        after = _after(request)
+    except ValueError:
+        return _error(400, "invalid", "'after' (or Last-Event-ID) must be a sequence number.")
+    response = StreamingHttpResponse(_stream(str(run.pk), after), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

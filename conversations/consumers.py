@@ -1,0 +1,241 @@
+"""The conversation websocket: `/ws/conversations/<id>/`.
+
+Client frames: message.create, run.cancel, subscribe, draft.update, ping. The server sends
+run events (replayed from the run's log, then live, with one cursor), conversation
+notifications for the other tabs, and `error` frames for bad input (the socket stays
+open). Business rules live in services and selectors; this class only translates.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from conversations import events, notifications, selectors, services
+from conversations.errors import Conflict, ValidationFailed
+from conversations.models import Conversation, Run
+
+log = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+Frame = dict[str, Any]
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _text(frame: Frame, name: str, *, required: bool = True) -> str:
+    value = frame.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise FrameError("invalid_frame", f"'{name}' must be a string")
+    return value
+
+
+class ConversationConsumer(AsyncJsonWebsocketConsumer):
+    conversation: Conversation | None = None
+    follower: asyncio.Task[None] | None = None
+    following: str | None = None
+
+    # --- connection ------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        # Accept first: close codes (4401/4404) only exist on an open socket.
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        self.conversation = await _conversation_get(user, conversation_id)
+        if self.conversation is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group = notifications.group_name(self.conversation.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        active = await _active_run(self.conversation)
+        await self.send_json(
+            {
+                "type": "conversation.connected",
+                "conversation_id": str(self.conversation.pk),
+                "active_run_id": str(active.pk) if active else None,
+            }
+        )
+        if active is not None:
+            # A reload mid-reply: the whole reply so far, then the rest live.
+            self._follow(str(active.pk), after=None)
+
+    async def disconnect(self, code: int) -> None:
+        await self._unfollow()
+        if self.conversation is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    # --- client frames ---------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            frame = self._parse(text_data, bytes_data)
+            handler = self._handlers().get(frame["type"])
+            if handler is None:
+                known = ", ".join(self._handlers())
+                raise FrameError("unknown_type", f"unknown frame type; use one of: {known}")
+            await handler(frame)
+        except FrameError as exc:
+            await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
+
+    def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
+        if text_data is None:
+            raise FrameError("invalid_frame", "send JSON as text frames")
+        if len(text_data.encode()) > settings.PARLEY_WS_MAX_FRAME_BYTES:
+            limit = settings.PARLEY_WS_MAX_FRAME_BYTES
+            raise FrameError("frame_too_large", f"frames are limited to {limit} bytes")
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            raise FrameError("invalid_json", "the frame is not valid JSON") from None
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'")
+        return frame
+
+    def _handlers(self) -> dict[str, Callable[[Frame], Awaitable[None]]]:
+        return {
+            "message.create": self._message_create,
+            "run.cancel": self._run_cancel,
+            "subscribe": self._subscribe,
+            "draft.update": self._draft_update,
+            "ping": self._ping,
+        }
+
+    async def _message_create(self, frame: Frame) -> None:
+        content = _text(frame, "content")
+        client_id = _text(frame, "client_id", required=False)
+        assert self.conversation is not None
+        try:
+            _, run = await _run_start(self.conversation, content, client_id)
+        except Conflict as exc:
+            raise FrameError("run_active", str(exc)) from None
+        except ValidationFailed as exc:
+            raise FrameError("invalid", str(exc)) from None
+        if self.following != str(run.pk):
+            self._follow(str(run.pk), after=None)
+
+    async def _run_cancel(self, frame: Frame) -> None:
+        assert self.conversation is not None
+        if not await _run_cancel_active(self.conversation):
+            raise FrameError("no_active_run", "there is no reply being generated to cancel")
+
+    async def _subscribe(self, frame: Frame) -> None:
+        run_id = _text(frame, "run_id")
+        after = frame.get("after")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
+            raise FrameError("invalid_frame", "'after' must be an integer sequence number")
+        assert self.conversation is not None
+        if not await _run_exists(self.conversation, run_id):
+            raise FrameError("not_found", "no such run in this conversation")
+        self._follow(run_id, after=after)
+
+    async def _draft_update(self, frame: Frame) -> None:
+        draft = _text(frame, "draft")
+        assert self.conversation is not None
+        try:
+            await _draft_update(self.conversation, draft)
+        except ValidationFailed as exc:
+            raise FrameError("invalid", str(exc)) from None
+
+    async def _ping(self, frame: Frame) -> None:
+        await self.send_json({"type": "pong"})
+
+    # --- following a run's event log ---------------------------------------------------
+
+    def _follow(self, run_id: str, *, after: int | None) -> None:
+        if self.follower is not None:
+            self.follower.cancel()
+        self.following = run_id
+        self.follower = asyncio.create_task(self._relay(run_id, after))
+
+    async def _unfollow(self) -> None:
+        if self.follower is not None:
+            self.follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.follower
+            self.follower = None
+
+    async def _relay(self, run_id: str, after: int | None) -> None:
+        try:
+            async for event in events.events_follow(run_id, after=after):
+                await self.send_json(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("relaying run %s failed", run_id)
+            await self.send_json(
+                {"type": "error", "code": "stream_unavailable", "message": "event stream lost"}
+            )
+
+    # --- conversation notifications (channel layer) -----------------------------------
+
+    async def conversation_notify(self, message: dict[str, Any]) -> None:
+        body = message["body"]
+        await self.send_json(body)
+        if body["type"] == notifications.RUN_STARTED:
+            run_id = body["run"]["id"]
+            if self.following != run_id:
+                # Started from another tab or the API: show it here too.
+                self._follow(run_id, after=None)
+        elif body["type"] == notifications.DELETED:
+            await self.close(code=CLOSE_NOT_FOUND)
+
+
+# --- database access (sync ORM, off the event loop) ----------------------------------------
+
+
+@database_sync_to_async
+def _conversation_get(user: Any, conversation_id: UUID | str) -> Conversation | None:
+    try:
+        return selectors.conversation_get(user=user, conversation_id=conversation_id)
+    except Conversation.DoesNotExist:
+        return None
+
+
+@database_sync_to_async
+def _active_run(conversation: Conversation) -> Run | None:
+    return selectors.run_active(conversation=conversation)
+
+
+@database_sync_to_async
+def _run_exists(conversation: Conversation, run_id: str) -> bool:
+    return selectors.run_get(conversation=conversation, run_id=run_id) is not None
+
+
+@database_sync_to_async
+def _run_start(conversation: Conversation, content: str, client_id: str) -> tuple[Any, Run]:
+    conversation.refresh_from_db()
+    return services.run_start(conversation=conversation, content=content, client_id=client_id)
+
+
+@database_sync_to_async
+def _run_cancel_active(conversation: Conversation) -> bool:
+    run = selectors.run_active(conversation=conversation)
+    if run is None:
+        return False
+    services.run_cancel(run=run)
+    return True
+
+
+@database_sync_to_async
+def _draft_update(conversation: Conversation, draft: str) -> None:
+    services.conversation_draft_update(conversation=conversation, draft=draft)
