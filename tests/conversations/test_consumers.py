@@ -1,0 +1,289 @@
+"""The conversation websocket, driven with Channels' communicator against real Redis."""
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+from django.test import Client
+
+from accounts import services as account_services
+from conversations import events, services
+from conversations.models import Conversation, Run
+from conversations.payloads import run_payload
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
+
+ORIGIN = (b"origin", b"http://localhost:8000")
+
+
+@pytest.fixture(autouse=True)
+async def close_thread_connections():
+    """The consumer reaches the database from a helper thread; close that thread's
+    connection after each test so the test database can be dropped at the end."""
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def application() -> Any:
+    from config.asgi import application
+
+    return application
+
+
+def session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+def socket(conversation_id, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
+    return WebsocketCommunicator(
+        application(), f"/ws/conversations/{conversation_id}/", headers=list(headers)
+    )
+
+
+async def connect_as(user, conversation_id) -> WebsocketCommunicator:
+    cookie = await sync_to_async(session_cookie)(user)
+    ws = socket(conversation_id, ORIGIN, (b"cookie", cookie))
+    connected, _ = await ws.connect()
+    assert connected
+    hello = await ws.receive_json_from(timeout=5)
+    assert hello["type"] == "conversation.connected"
+    return ws
+
+
+async def receive_until(ws, kind: str, timeout: float = 5) -> list[dict[str, Any]]:
+    """Frames up to and including the first of type `kind`."""
+    seen = []
+    while True:
+        frame = await ws.receive_json_from(timeout=timeout)
+        seen.append(frame)
+        if frame["type"] == kind:
+            return seen
+
+
+async def assert_closed_with(ws, code: int) -> None:
+    connected, _ = await ws.connect()
+    assert connected  # accepted first, so the close code reaches the client
+    message = await ws.receive_output(timeout=5)
+    assert message == {"type": "websocket.close", "code": code}
+
+
+# --- who may connect ------------------------------------------------------------------
+
+
+async def test_anonymous_socket_is_closed_4401(conversation):
+    await assert_closed_with(socket(conversation.pk, ORIGIN), 4401)
+
+
+async def test_another_users_conversation_is_closed_4404(conversation, outsider):
+    cookie = await sync_to_async(session_cookie)(outsider)
+    await assert_closed_with(socket(conversation.pk, ORIGIN, (b"cookie", cookie)), 4404)
+
+
+async def test_unknown_conversation_is_closed_4404(owner):
+    cookie = await sync_to_async(session_cookie)(owner)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    await assert_closed_with(socket(unknown, ORIGIN, (b"cookie", cookie)), 4404)
+
+
+@pytest.mark.parametrize(
+    "origin", [b"https://evil.example", b"null", None], ids=["foreign", "null", "missing"]
+)
+async def test_a_cookie_socket_from_a_foreign_or_missing_origin_is_refused(
+    conversation, owner, origin
+):
+    cookie = await sync_to_async(session_cookie)(owner)
+    headers = [(b"cookie", cookie)] + ([(b"origin", origin)] if origin else [])
+    connected, _ = await socket(conversation.pk, *headers).connect()
+    assert connected is False
+
+
+async def test_an_api_key_socket_needs_no_origin(conversation, owner):
+    _, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="bot")
+    ws = socket(conversation.pk, (b"authorization", f"Bearer {secret}".encode()))
+    connected, _ = await ws.connect()
+    assert connected
+    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+    await ws.disconnect()
+
+
+async def test_another_users_api_key_gets_4404(conversation, outsider):
+    _, secret = await sync_to_async(account_services.api_key_create)(owner=outsider, name="x")
+    ws = socket(conversation.pk, (b"authorization", f"Bearer {secret}".encode()))
+    await assert_closed_with(ws, 4404)
+
+
+async def test_a_revoked_api_key_gets_4401(conversation, owner):
+    key, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="x")
+    await sync_to_async(account_services.api_key_revoke)(api_key=key)
+    ws = socket(conversation.pk, (b"authorization", f"Bearer {secret}".encode()))
+    await assert_closed_with(ws, 4401)
+
+
+# --- bad frames keep the socket open ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ("not json", "invalid_json"),
+        ("[1, 2]", "invalid_frame"),
+        ('{"type": 5}', "invalid_frame"),
+        ('{"type": "dance"}', "unknown_type"),
+        ('{"type": "message.create"}', "invalid_frame"),
+        ('{"type": "message.create", "content": 42}', "invalid_frame"),
+        ('{"type": "message.create", "content": "   "}', "invalid"),
+        ('{"type": "subscribe", "run_id": "nope"}', "not_found"),
+        ('{"type": "subscribe", "run_id": "x", "after": "3"}', "invalid_frame"),
+        ('{"type": "draft.update"}', "invalid_frame"),
+        ('{"type": "run.cancel"}', "no_active_run"),
+    ],
+)
+async def test_a_bad_frame_gets_an_error_and_the_socket_stays_open(
+    conversation, owner, frame, code
+):
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_to(text_data=frame)
+    error = await ws.receive_json_from(timeout=5)
+    assert error["type"] == "error"
+    assert error["code"] == code
+    assert error["message"]
+    await ws.send_json_to({"type": "ping"})
+    assert await ws.receive_json_from() == {"type": "pong"}
+    await ws.disconnect()
+
+
+async def test_oversize_and_binary_frames_are_refused(conversation, owner, settings):
+    settings.PARLEY_WS_MAX_FRAME_BYTES = 1000
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_to(text_data=json.dumps({"type": "message.create", "content": "x" * 2000}))
+    assert (await ws.receive_json_from())["code"] == "frame_too_large"
+    await ws.send_to(bytes_data=b"\x00\x01")
+    assert (await ws.receive_json_from())["code"] == "invalid_frame"
+    assert await sync_to_async(lambda: conversation.messages.count())() == 0
+    await ws.disconnect()
+
+
+# --- frames that do things --------------------------------------------------------------
+
+
+async def test_message_create_starts_a_run_and_streams_its_events(conversation, owner):
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_json_to({"type": "message.create", "content": "Hello there"})
+
+    frames = await receive_until(ws, "run.created")
+    run = await sync_to_async(Run.objects.get)(conversation=conversation)
+    assert frames[-1]["run_id"] == str(run.pk)
+    assert frames[-1]["sequence_number"] == 0
+    assert run.status == Run.Status.QUEUED  # no worker in this test
+    await ws.disconnect()
+
+
+async def test_the_same_client_id_twice_starts_one_run(conversation, owner):
+    ws = await connect_as(owner, conversation.pk)
+    for _ in range(2):
+        await ws.send_json_to({"type": "message.create", "content": "Once", "client_id": "c-1"})
+    await receive_until(ws, "run.created")
+    assert await sync_to_async(Run.objects.filter(conversation=conversation).count)() == 1
+    assert await sync_to_async(conversation.messages.count)() == 1
+    await ws.disconnect()
+
+
+async def test_a_second_message_while_a_run_is_active_is_refused(conversation, owner):
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_json_to({"type": "message.create", "content": "first"})
+    await receive_until(ws, "run.created")
+    await ws.send_json_to({"type": "message.create", "content": "second"})
+    frames = await receive_until(ws, "error")
+    assert frames[-1]["code"] == "run_active"
+    assert await sync_to_async(conversation.messages.count)() == 1
+    await ws.disconnect()
+
+
+async def test_run_cancel_ends_the_active_run(conversation, owner):
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_json_to({"type": "message.create", "content": "Hi"})
+    await receive_until(ws, "run.created")
+    await ws.send_json_to({"type": "run.cancel"})
+    frames = await receive_until(ws, "run.cancelled")
+    assert frames[-1]["run"]["status"] == "cancelled"
+    await ws.disconnect()
+
+
+def write_log(run: Run, *, finished: bool) -> list[dict[str, Any]]:
+    writer = events.EventWriter.open(str(run.pk), coalesce_ms=0)
+    writer.emit("run.created", run=run_payload(run))
+    writer.emit("message.created", message_id="m1", role="assistant")
+    for word in ["Once ", "upon ", "a ", "time"]:
+        writer.message_delta("m1", word)
+    writer.flush()
+    if finished:
+        writer.emit("run.completed", run=run_payload(run))
+    return events.events_all(str(run.pk))
+
+
+def run_create(conversation: Conversation, **fields: Any) -> Run:
+    return Run.objects.create(conversation=conversation, **fields)
+
+
+async def test_subscribe_after_n_replays_exactly_the_events_after_n(conversation, owner):
+    run = await sync_to_async(run_create)(conversation, status="completed")
+    log = await sync_to_async(write_log)(run, finished=True)
+    ws = await connect_as(owner, conversation.pk)
+
+    await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk), "after": 2})
+    frames = await receive_until(ws, "run.completed")
+
+    assert frames == log[3:]
+    await ws.disconnect()
+
+
+async def test_connecting_mid_reply_replays_the_reply_so_far(conversation, owner):
+    run = await sync_to_async(run_create)(conversation, status="in_progress")
+    log = await sync_to_async(write_log)(run, finished=False)
+    ws = await connect_as(owner, conversation.pk)
+
+    replay = [await ws.receive_json_from(timeout=5) for _ in log]
+    assert replay == log
+    assert events.message_texts(replay) == {"m1": "Once upon a time"}
+    await ws.disconnect()
+
+
+async def test_another_conversations_run_cannot_be_subscribed(conversation, owner):
+    other = await sync_to_async(services.conversation_create)(owner=owner)
+    run = await sync_to_async(run_create)(other, status="completed")
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk)})
+    assert (await ws.receive_json_from())["code"] == "not_found"
+    await ws.disconnect()
+
+
+async def test_a_second_tab_sees_draft_edits_and_new_runs(conversation, owner):
+    first = await connect_as(owner, conversation.pk)
+    second = await connect_as(owner, conversation.pk)
+
+    await first.send_json_to({"type": "draft.update", "draft": "A cat in a hat"})
+    frames = await receive_until(second, "conversation.draft_updated")
+    assert frames[-1]["draft"] == "A cat in a hat"
+    assert frames[-1]["by"] == "user"
+    await conversation.arefresh_from_db()
+    assert (conversation.draft, conversation.draft_edited) == ("A cat in a hat", True)
+
+    await first.send_json_to({"type": "message.create", "content": "Draw it"})
+    frames = await receive_until(second, "run.created")
+    assert "conversation.run_started" in [f["type"] for f in frames]
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_deleting_the_conversation_closes_its_sockets(conversation, owner):
+    conversation_id = str(conversation.pk)
+    ws = await connect_as(owner, conversation_id)
+    await sync_to_async(services.conversation_delete)(conversation=conversation)
+    frames = await receive_until(ws, "conversation.deleted")
+    assert frames[-1]["conversation_id"] == conversation_id
+    assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
