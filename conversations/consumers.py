@@ -1,6 +1,8 @@
 """The conversation websocket: `/ws/conversations/<id>/`.
 
-Client frames: message.create, run.cancel, subscribe, draft.update, ping. The server sends
+Client frames: message.create, run.cancel, subscribe, draft.update, ping. A client that
+lost its connection reconnects with `?run_id=<id>&after=<n>` to receive exactly the events
+after n (no replay from the start, no frame to race). The server sends
 run events (replayed from the run's log, then live, with one cursor), conversation
 notifications for the other tabs, and `error` frames for bad input (the socket stays
 open). Business rules live in services and selectors; this class only translates.
@@ -12,6 +14,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qs
 from uuid import UUID
 
 from channels.db import database_sync_to_async
@@ -75,7 +78,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 "active_run_id": str(active.pk) if active else None,
             }
         )
-        if active is not None:
+        resume = _resume_point(self.scope)
+        if resume is not None:
+            # A client picking up where its last connection stopped: exactly what follows.
+            run_id, after = resume
+            if await _run_exists(self.conversation, run_id):
+                self._follow(run_id, after=after)
+        elif active is not None:
             # A reload mid-reply: the whole reply so far, then the rest live.
             self._follow(str(active.pk), after=None)
 
@@ -198,6 +207,16 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 self._follow(run_id, after=None)
         elif body["type"] == notifications.DELETED:
             await self.close(code=CLOSE_NOT_FOUND)
+
+
+def _resume_point(scope: dict[str, Any]) -> tuple[str, int | None] | None:
+    """`?run_id=<id>&after=<n>` on the socket URL: follow that run from after n."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    run_id = query.get("run_id", [""])[0]
+    if not run_id:
+        return None
+    after = query.get("after", [""])[0]
+    return run_id, int(after) if after.lstrip("-").isdigit() else None
 
 
 # --- database access (sync ORM, off the event loop) ----------------------------------------
