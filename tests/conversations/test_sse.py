@@ -1,0 +1,132 @@
+"""GET /api/v1/runs/<id>/events/ — Server-Sent Events, with every refusal."""
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
+from django.test import AsyncClient
+
+from accounts import services as account_services
+from conversations import events
+from conversations.models import Run
+from conversations.payloads import run_payload
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
+
+
+@pytest.fixture(autouse=True)
+async def close_thread_connections():
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def finished_run(conversation) -> tuple[Run, list[dict[str, Any]]]:
+    run = Run.objects.create(conversation=conversation, status="completed")
+    writer = events.EventWriter.open(str(run.pk), coalesce_ms=0)
+    writer.emit("run.created", run=run_payload(run))
+    writer.emit("message.created", message_id="m1", role="assistant")
+    for word in ["Hello ", "from ", "the ", "log"]:
+        writer.message_delta("m1", word)
+    writer.flush()
+    writer.emit("run.completed", run=run_payload(run))
+    return run, events.events_all(str(run.pk))
+
+
+async def sse_events(response) -> list[dict[str, Any]]:
+    body = b"".join([chunk async for chunk in response.streaming_content]).decode()
+    got = []
+    for block in body.split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+        if "data" in fields:
+            event = json.loads(fields["data"])
+            assert int(fields["id"]) == event["sequence_number"]
+            assert fields["event"] == event["type"]
+            got.append(event)
+    return got
+
+
+async def logged_in(user) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def test_the_owner_reads_every_event_and_the_stream_ends(conversation, owner):
+    run, log = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/event-stream"
+    assert response["Cache-Control"] == "no-cache"
+    assert await sse_events(response) == log
+
+
+@pytest.mark.parametrize("how", ["query", "header"])
+async def test_resume_after_a_sequence_number(conversation, owner, how):
+    run, log = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+    url = f"/api/v1/runs/{run.pk}/events/"
+    if how == "query":
+        response = await client.get(url, {"after": 2})
+    else:
+        response = await client.get(url, headers={"Last-Event-ID": "2"})
+    assert await sse_events(response) == log[3:]
+
+
+async def test_an_api_key_works_without_a_session(conversation, owner):
+    run, log = await sync_to_async(finished_run)(conversation)
+    _, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="k")
+    response = await AsyncClient().get(
+        f"/api/v1/runs/{run.pk}/events/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert await sse_events(response) == log
+
+
+async def error_of(response) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(response.content)
+    return body["error"]
+
+
+async def test_anonymous_is_refused_401(conversation):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    response = await AsyncClient().get(f"/api/v1/runs/{run.pk}/events/")
+    assert response.status_code == 401
+    assert (await error_of(response))["code"] == "not_authenticated"
+
+
+async def test_another_user_gets_404_by_session_and_by_key(conversation, outsider):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(outsider)
+    assert (await client.get(f"/api/v1/runs/{run.pk}/events/")).status_code == 404
+    _, secret = await sync_to_async(account_services.api_key_create)(owner=outsider, name="k")
+    response = await AsyncClient().get(
+        f"/api/v1/runs/{run.pk}/events/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert response.status_code == 404
+    assert (await error_of(response))["code"] == "not_found"
+
+
+async def test_a_revoked_key_is_refused(conversation, owner):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    key, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="k")
+    await sync_to_async(account_services.api_key_revoke)(api_key=key)
+    response = await AsyncClient().get(
+        f"/api/v1/runs/{run.pk}/events/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert response.status_code == 401
+
+
+async def test_unknown_run_and_bad_after_and_wrong_method(conversation, owner):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    assert (await client.get(f"/api/v1/runs/{unknown}/events/")).status_code == 404
+    bad = await client.get(f"/api/v1/runs/{run.pk}/events/", {"after": "soon"})
+    assert bad.status_code == 400
+    assert (await error_of(bad))["code"] == "invalid"
+    assert (await client.post(f"/api/v1/runs/{run.pk}/events/")).status_code == 405
