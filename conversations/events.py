@@ -4,7 +4,9 @@ Key `parley:run:<run_id>:events`, entry id `<sequence_number + 1>-0`, one field 
 JSON event `{"type", "run_id", "sequence_number", ...payload}`; numbered per run from 0, gapless.
 Explicit ids also fence writers: Redis refuses an id not greater than the last one, so a stale
 second writer gets `EventLogConflict` instead of interleaving. Writers coalesce deltas
-(PARLEY_EVENT_COALESCE_MS / _CHARS) so a fast reply costs a few writes, not one per token; the
+(PARLEY_EVENT_COALESCE_MS / _CHARS): the first delta after a quiet spell is written at once,
+later ones at most once per window, so a reply starts without delay and a fast one costs a
+few writes a second, not one per token; the
 terminal event sets the TTL (PARLEY_EVENT_TTL_SECONDS), and each writer's first write a long
 safety TTL, so an abandoned log never lives forever. Readers replay (XRANGE) from any sequence
 number, then follow live (XREAD BLOCK) from the same cursor, the id of the last event delivered:
@@ -173,7 +175,6 @@ class _Pending:
     type: str
     key: str  # message_id or call_id
     target: str
-    since: float
     parts: list[str] = field(default_factory=list)
     size: int = 0
 
@@ -205,6 +206,10 @@ class EventWriter:
         self._ttl: int = conf.PARLEY_EVENT_TTL_SECONDS if ttl_seconds is None else ttl_seconds
         self._clock = clock
         self._pending: _Pending | None = None
+        # When deltas were last written: the first delta after a quiet spell goes out at
+        # once (the reader sees the reply start without delay), later ones at most once a
+        # window (a fast reply costs a few writes a second, not one per token).
+        self._flushed_at = -math.inf
         self._fresh = True  # the first write also sets the safety TTL
 
     @classmethod
@@ -232,10 +237,12 @@ class EventWriter:
     def flush_if_due(self) -> int | None:
         """Write pending deltas whose time window has passed (the runner calls this between
         chunks, so a slow stream is not held back until the next delta)."""
-        pending = self._pending
-        if pending is not None and self._clock() - pending.since >= self._window:
+        if self._pending is not None and self._due():
             return self.flush()
         return None
+
+    def _due(self) -> bool:
+        return self._clock() - self._flushed_at >= self._window
 
     def flush(self) -> int | None:
         """Write pending deltas as one event; returns its sequence number, if any."""
@@ -243,6 +250,7 @@ class EventWriter:
         if pending is None:
             return None
         delta = "".join(pending.parts)
+        self._flushed_at = self._clock()
         return self._append(pending.type, {pending.key: pending.target, "delta": delta})
 
     def _delta(self, type: str, field: str, target: str, text: str) -> None:
@@ -253,10 +261,10 @@ class EventWriter:
             self.flush()
             pending = None
         if pending is None:
-            pending = self._pending = _Pending(type, field, target, since=self._clock())
+            pending = self._pending = _Pending(type, field, target)
         pending.parts.append(text)
         pending.size += len(text)
-        if pending.size >= self._chars or self._clock() - pending.since >= self._window:
+        if pending.size >= self._chars or self._due():
             self.flush()
 
     def _append(self, type: str, payload: Mapping[str, Any]) -> int:

@@ -78,7 +78,8 @@ def _run_announce(run: Run) -> None:
     # Imported here: the task module imports the runner, which imports the services.
     from conversations.tasks import run_step
 
-    events.EventWriter.open(str(run.id)).emit(events.RUN_CREATED, run=run_payload(run))
+    # A fresh writer, not open(): the run was just created, so its log starts at 0.
+    events.EventWriter(str(run.id)).emit(events.RUN_CREATED, run=run_payload(run))
     run_step.delay(str(run.id))
 
 

@@ -179,10 +179,13 @@ def test_many_tiny_deltas_coalesce_into_a_few_writes(run_id, settings):
 
     events = events_all(run_id)
     deltas = [event for event in events if event["type"] == MESSAGE_DELTA]
-    assert len(deltas) == 3  # two full at 400 characters, the rest flushed by the terminal
+    # The first at once (the reply starts without delay), two full at 400 characters, and
+    # the rest flushed by the terminal event.
+    assert len(deltas) == 4
+    assert deltas[0]["delta"] == "t0 "
     assert all(len(event["delta"]) < 400 + 5 for event in deltas)
     assert message_texts(events) == {"m1": "".join(pieces)}
-    assert writer.writes == len(events) == 5
+    assert writer.writes == len(events) == 6
 
 
 def test_a_zero_time_window_writes_every_delta(run_id, settings):
@@ -197,30 +200,37 @@ def test_a_zero_time_window_writes_every_delta(run_id, settings):
 
 def test_the_character_limit_flushes(run_id):
     writer = EventWriter(run_id, coalesce_ms=HOUR_MS, coalesce_chars=10)
-    for _ in range(5):
+    for _ in range(6):
         writer.message_delta("m1", "abcd")
-    assert [event["delta"] for event in events_all(run_id)] == ["abcdabcdabcd"]
-    assert writer.flush() == 1
+    # The first delta at once, then 12 buffered characters pass the limit of 10.
+    assert [event["delta"] for event in events_all(run_id)] == ["abcd", "abcdabcdabcd"]
+    assert writer.flush() == 2
     assert writer.flush() is None
-    assert [event["delta"] for event in events_all(run_id)] == ["abcdabcdabcd", "abcdabcd"]
+    assert [event["delta"] for event in events_all(run_id)] == [
+        "abcd",
+        "abcdabcdabcd",
+        "abcdabcd",
+    ]
 
 
 def test_the_time_window_flushes_on_the_next_delta_or_when_due(run_id):
     now = [0.0]
     writer = EventWriter(run_id, coalesce_ms=50, coalesce_chars=10_000, clock=lambda: now[0])
-    writer.message_delta("m1", "a")
+    writer.message_delta("m1", "a")  # nothing written for a while: out at once
     now[0] = 0.01
     writer.message_delta("m1", "b")
     assert writer.flush_if_due() is None
-    assert events_all(run_id) == []
-    now[0] = 0.06  # the window has passed: this delta goes out with the buffered ones
+    assert [event["delta"] for event in events_all(run_id)] == ["a"]
+    now[0] = 0.06  # a window since the last write: this delta goes out with the buffered one
     writer.message_delta("m1", "c")
     writer.message_delta("m1", "d")
     now[0] = 0.1
     assert writer.flush_if_due() is None
     now[0] = 0.11
-    assert writer.flush_if_due() == 1
-    assert [event["delta"] for event in events_all(run_id)] == ["abc", "d"]
+    assert writer.flush_if_due() == 2
+    now[0] = 5.0  # after a quiet spell the next delta is immediate again
+    writer.message_delta("m1", "e")
+    assert [event["delta"] for event in events_all(run_id)] == ["a", "bc", "d", "e"]
 
 
 def test_another_target_or_event_flushes_pending_deltas_first(run_id):
@@ -238,7 +248,8 @@ def test_another_target_or_event_flushes_pending_deltas_first(run_id):
         for event in events_all(run_id)
     ]
     assert got == [
-        (MESSAGE_DELTA, "m1", "Hello"),
+        (MESSAGE_DELTA, "m1", "Hel"),  # the first delta goes out at once
+        (MESSAGE_DELTA, "m1", "lo"),
         (TOOL_CALL_ARGUMENTS_DELTA, "c1", '{"q":"cats"}'),
         (TOOL_CALL_ARGUMENTS_DELTA, "c2", "{}"),
         (MESSAGE_DELTA, "m1", "!"),

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from conversations import services
+from conversations import events, services
 from conversations.models import Conversation, Message, Run
 from tests.e2e.side_effects import tables_reset
 from tests.e2e.worker import Worker, worker_start
@@ -37,11 +37,13 @@ def workers(redis_url: str, fake_openai: FakeOpenAI) -> Iterator[WorkerFactory]:
 
 
 def run_wait(run: Run, *, timeout: float = 30, workers: list[Worker] | None = None) -> Run:
-    """Wait until the run ends; fail with the workers' logs if it doesn't."""
+    """Wait until the run has ended and its log says so; fail with the workers' logs if not."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run.refresh_from_db()
-        if not run.is_active:
+        # The terminal event is written just after the commit that ends the run.
+        last = events.event_log_last(str(run.id))
+        if not run.is_active and last is not None and last["type"] in events.TERMINAL_TYPES:
             return run
         time.sleep(0.05)
     logs = "\n\n".join(w.log()[-4000:] for w in workers or [])

@@ -9,7 +9,7 @@ from django.db import connection
 
 from conversations import events, services, watchdog
 from conversations.models import Message, Run
-from tests.e2e.conftest import stored
+from tests.e2e.conftest import run_wait, stored
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
 from tests.fake_openai import Script
 
@@ -33,7 +33,7 @@ def recover(run: Run, *, timeout: float = 40) -> Run:
     while time.monotonic() < deadline:
         run.refresh_from_db()
         if not run.is_active:
-            return run
+            return run_wait(run, timeout=10)  # and its terminal event is in the log
         watchdog.runs_watchdog()
         time.sleep(0.3)
     raise AssertionError(f"run still {run.status} after the kill")

@@ -107,15 +107,16 @@ def test_cutting_the_connection_at_random_points_loses_nothing(
     rng = random.Random(seed)
     workers()
     with open_socket(web, chat, key) as ws:
-        start_reply(ws, fake_openai)
-        got = run_events_from(ws, limit=rng.randint(1, 6))
+        # Slow enough for ~20 events, so the connection is cut several times mid-reply.
+        start_reply(ws, fake_openai, rate=60)
+        got = run_events_from(ws, limit=rng.randint(1, 4))
     run_id = got[0]["run_id"]
     cuts = 1
     while not finished(got):
         # Reconnect where the last connection stopped; drop it again after a few events.
         query = f"?run_id={run_id}&after={got[-1]['sequence_number']}"
         with open_socket(web, chat, key, query) as ws:
-            got += run_events_from(ws, limit=rng.randint(1, 6))
+            got += run_events_from(ws, limit=rng.randint(1, 4))
         cuts += 1
 
     assert cuts >= 3
