@@ -368,5 +368,6 @@ def _finish(step: Step, status: str, error: dict[str, str] | None = None) -> Non
     run = step.run
     run.status, run.error, run.finished_at = status, error, now
     payload = run_payload(run)
-    notifications.notify(run.conversation_id, notifications.RUN_ENDED, run=payload)
+    # The terminal event first: readers of the log are waiting on it.
     transaction.on_commit(lambda: step.emit(f"run.{status}", {"run": payload}))
+    notifications.notify(run.conversation_id, notifications.RUN_ENDED, run=payload)

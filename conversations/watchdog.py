@@ -9,6 +9,7 @@ from conversations import events, runner
 from conversations.models import Run
 from conversations.payloads import run_payload
 
+REPAIR_AFTER_SECONDS = 10
 TERMINAL_STATUSES = (
     Run.Status.COMPLETED,
     Run.Status.FAILED,
@@ -38,8 +39,12 @@ def runs_watchdog() -> dict[str, int]:
     Run.objects.filter(pk__in=stuck).update(updated_at=now)
     for run_id in [*expired, *stuck]:
         runner.enqueue(str(run_id))
+    # Only runs finished a little while ago: a worker writes its last events just after
+    # the commit, and a repair inside that gap would take their place in the log.
     recent = Run.objects.filter(
-        finished_at__gte=now - timedelta(seconds=120), status__in=TERMINAL_STATUSES
+        finished_at__gte=now - timedelta(seconds=120),
+        finished_at__lt=now - timedelta(seconds=REPAIR_AFTER_SECONDS),
+        status__in=TERMINAL_STATUSES,
     )
     for run in recent:
         events.event_log_ensure_terminal(

@@ -104,9 +104,7 @@ class OpenAIProvider:
                 yield from translator.finish()
                 return
             except openai.APIError as error:
-                if translator.finish_reason is not None and isinstance(
-                    error, openai.APIConnectionError
-                ):
+                if translator.finish_reason and isinstance(error, openai.APIConnectionError):
                     # Only the usage chunk or [DONE] was lost: the reply itself is complete.
                     logger.warning("Stream broke after its finish reason; keeping the reply")
                     yield from translator.finish()
@@ -181,8 +179,6 @@ def _sse_events(reads: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
     data: list[bytes] = []
     event = b""
     for chunk in reads:
-        if at_start and chunk:
-            chunk, at_start = chunk.removeprefix(b"\xef\xbb\xbf"), False
         if after_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         if not chunk:
@@ -193,6 +189,8 @@ def _sse_events(reads: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
         if lines and partial:
             lines[0] = b"".join([*partial, lines[0]])
             partial.clear()
+        if at_start and lines:
+            lines[0], at_start = lines[0].removeprefix(b"\xef\xbb\xbf"), False
         if tail:
             partial.append(tail)
         for line in lines:
@@ -267,8 +265,8 @@ class _ChunkTranslator:
 
     def _feed_tool_call(self, piece: dict[str, Any]) -> Iterator[StreamEvent]:
         # Tolerate servers that omit `index`: continue the latest call.
-        index = piece.get("index")
-        index = self._last_index = index if isinstance(index, int) else self._last_index
+        index = raw if isinstance(raw := piece.get("index"), int) else self._last_index
+        self._last_index = index
         piece_id = _text(piece.get("id"))
         call = self._calls_by_index.get(index)
         if call is None or (piece_id and call.server_id and piece_id != call.server_id):

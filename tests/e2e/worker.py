@@ -50,8 +50,17 @@ class Worker:
                 self.kill()
 
 
-def worker_start(*, redis_url: str, env: dict[str, str], include: str = "") -> Worker:
-    """A real worker process (solo pool: the worker is the process that runs steps)."""
+def worker_start(
+    *,
+    redis_url: str,
+    env: dict[str, str],
+    include: str = "",
+    pool: str = "solo",
+    concurrency: int = 1,
+) -> Worker:
+    """A real worker process. The default solo pool makes the worker the process that runs
+    steps (what kill tests need); benchmarks pass e.g. `pool="threads", concurrency=50`,
+    as the Procfile's worker runs (`concurrency` is ignored by the solo pool)."""
     handle, name = tempfile.mkstemp(prefix="parley-worker-", suffix=".log")
     log_file = os.fdopen(handle, "wb")
     full_env = {
@@ -69,7 +78,7 @@ def worker_start(*, redis_url: str, env: dict[str, str], include: str = "") -> W
         "-A",
         "config",
         "worker",
-        "--pool=solo",
+        f"--pool={pool}",
         "--loglevel=INFO",
         "--without-gossip",
         "--without-mingle",
@@ -77,6 +86,8 @@ def worker_start(*, redis_url: str, env: dict[str, str], include: str = "") -> W
         "-Q",
         "parley",
     ]
+    if pool != "solo":
+        command.append(f"--concurrency={concurrency}")
     if include:
         command += ["--include", include]
     process = subprocess.Popen(

