@@ -26,3 +26,15 @@ class ValidationFailed(Exception):
 
 class Conflict(Exception):
     """The request is valid but clashes with the current state (e.g. a run is active)."""
+
+
+class QuotaExceeded(Exception):
+    """The user reached a configured quota (conversations, messages per day); nothing stored.
+
+    `code` names the quota so the API and the UI can say which one.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
