@@ -11,13 +11,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from channels.auth import AuthMiddlewareStack
-from channels.db import database_sync_to_async
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import validate_host
 
 from accounts.selectors import user_for_authorization
+from config.async_db import db_call
 
 Scope = dict[str, Any]
 
@@ -40,7 +40,7 @@ def origin_allowed(origin: str | None) -> bool:
     return validate_host(parts.hostname, settings.ALLOWED_HOSTS)
 
 
-@database_sync_to_async
+@db_call
 def _user_for_key(header: str) -> Any:
     return user_for_authorization(header=header) or AnonymousUser()
 

@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from random import Random
@@ -42,7 +42,7 @@ from conversations import events, services, watchdog  # noqa: E402
 from conversations.models import Conversation, Message, Run  # noqa: E402
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS, tables_reset  # noqa: E402
 from tests.e2e.worker import Worker, worker_start  # noqa: E402
-from tests.fake_openai import FakeOpenAI, RecordedRequest, Script  # noqa: E402
+from tests.fake_openai import FakeOpenAI, Script  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
 
 STORY = "The quick brown fox jumps over the lazy dog. " * 12
@@ -89,19 +89,15 @@ class Plan:
         return Script(text=PREAMBLE, tokens_per_second=PREAMBLE_RATE, tool_calls=calls)
 
 
-class ChaosUpstream(FakeOpenAI):
-    """Answers like a deterministic model, by what the request holds rather than a queue:
-    the tool round until tool results are in the input, then the final answer. A step
-    retried after a kill therefore gets the same script again, whichever step it was."""
+def answering(plan: Plan) -> Callable[[dict[str, Any]], Script]:
+    """A deterministic model: the tool round until tool results are in the input, then
+    the final answer, so a step retried after a kill gets the same script again."""
 
-    plan: Plan | None = None
+    def respond(body: dict[str, Any]) -> Script:
+        answered = any(m.get("role") == "tool" for m in body.get("messages", []))
+        return ANSWER if answered else plan.tool_round()
 
-    def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> RecordedRequest:
-        record = super()._record(path, headers, body)
-        if self.plan is not None:
-            answered = any(m.get("role") == "tool" for m in body.get("messages", []))
-            record.script = ANSWER if answered else self.plan.tool_round()
-        return record
+    return respond
 
 
 @dataclass
@@ -207,12 +203,12 @@ def problems(run: Run, plan: Plan, before: Snapshot) -> list[str]:
     return found
 
 
-def trial(number: int, seed: int, owner: User, upstream: ChaosUpstream) -> Outcome:
+def trial(number: int, seed: int, owner: User, upstream: FakeOpenAI) -> Outcome:
     plan = Plan.draw(Random(seed), number)
     outcome = Outcome(number, seed, plan.delay)
     tables_reset()
     upstream.reset()
-    upstream.plan = plan
+    upstream.respond_with(answering(plan))
     conversation = services.conversation_create(owner=owner, model="gpt-test")
     Conversation.objects.filter(pk=conversation.pk).update(
         tools=[*conversation.tools, "record_side_effect"]
@@ -319,7 +315,7 @@ def main() -> int:
     outcomes: list[Outcome] = []
     with ExitStack() as stack:
         redis_url = stack.enter_context(redis_server())
-        stack.enter_context(upstream := ChaosUpstream())
+        stack.enter_context(upstream := FakeOpenAI())
         owner = User.objects.create_user(username=f"chaos-{secrets.token_hex(6)}")
         stack.callback(cleanup, owner)
         database = f"{connection.vendor} {connection.settings_dict['NAME']}"

@@ -17,10 +17,10 @@ from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from config.async_db import db_call
 from conversations import events, notifications, selectors, services
 from conversations.errors import Conflict, ValidationFailed
 from conversations.models import Conversation, Run
@@ -222,7 +222,7 @@ def _resume_point(scope: dict[str, Any]) -> tuple[str, int | None] | None:
 # --- database access (sync ORM, off the event loop) ----------------------------------------
 
 
-@database_sync_to_async
+@db_call
 def _conversation_get(user: Any, conversation_id: UUID | str) -> Conversation | None:
     try:
         return selectors.conversation_get(user=user, conversation_id=conversation_id)
@@ -230,23 +230,23 @@ def _conversation_get(user: Any, conversation_id: UUID | str) -> Conversation | 
         return None
 
 
-@database_sync_to_async
+@db_call
 def _active_run(conversation: Conversation) -> Run | None:
     return selectors.run_active(conversation=conversation)
 
 
-@database_sync_to_async
+@db_call
 def _run_exists(conversation: Conversation, run_id: str) -> bool:
     return selectors.run_get(conversation=conversation, run_id=run_id) is not None
 
 
-@database_sync_to_async
+@db_call
 def _run_start(conversation: Conversation, content: str, client_id: str) -> tuple[Any, Run]:
     conversation.refresh_from_db()
     return services.run_start(conversation=conversation, content=content, client_id=client_id)
 
 
-@database_sync_to_async
+@db_call
 def _run_cancel_active(conversation: Conversation) -> bool:
     run = selectors.run_active(conversation=conversation)
     if run is None:
@@ -255,6 +255,6 @@ def _run_cancel_active(conversation: Conversation) -> bool:
     return True
 
 
-@database_sync_to_async
+@db_call
 def _draft_update(conversation: Conversation, draft: str) -> None:
     services.conversation_draft_update(conversation=conversation, draft=draft)

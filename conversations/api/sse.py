@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
 from accounts.selectors import user_for_authorization
+from config.async_db import db_call
 from conversations import events, selectors
 from conversations.models import Run
 
@@ -30,7 +30,7 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
 async def _user(request: HttpRequest) -> Any:
     header = request.headers.get("Authorization")
     if header:
-        return await sync_to_async(user_for_authorization)(header=header)
+        return await db_call(user_for_authorization)(header=header)
     user = await request.auser()
     return user if user.is_authenticated else None
 
@@ -89,7 +89,7 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     if user is None:
         return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")
     try:
-        run = await sync_to_async(selectors.run_get_for_user)(user=user, run_id=run_id)
+        run = await db_call(selectors.run_get_for_user)(user=user, run_id=run_id)
     except Run.DoesNotExist:
         return _error(404, "not_found", "No such run.")
     try:

@@ -1,5 +1,6 @@
 """The conversation websocket, driven with Channels' communicator against real Redis."""
 
+import asyncio
 import json
 from typing import Any
 
@@ -287,3 +288,19 @@ async def test_deleting_the_conversation_closes_its_sockets(conversation, owner)
     frames = await receive_until(ws, "conversation.deleted")
     assert frames[-1]["conversation_id"] == conversation_id
     assert await ws.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+
+
+async def test_an_idle_socket_still_receives_notifications(conversation, owner):
+    # Regression: the channel layer's wait for messages once timed out after 5 idle
+    # seconds and dropped the socket.
+    first = await connect_as(owner, conversation.pk)
+    second = await connect_as(owner, conversation.pk)
+    await asyncio.sleep(7)
+
+    await first.send_json_to({"type": "draft.update", "draft": "Still here"})
+    frames = await receive_until(second, "conversation.draft_updated")
+    assert frames[-1]["draft"] == "Still here"
+    await second.send_json_to({"type": "ping"})
+    assert (await receive_until(second, "pong"))[-1]["type"] == "pong"
+    await first.disconnect()
+    await second.disconnect()

@@ -130,8 +130,11 @@ def test_a_kill_at_a_random_moment_loses_and_duplicates_nothing(chat, workers, f
         tool_calls=[("call_1", "record_side_effect", '{"label": "one", "seconds": 0.3}')],
     )
     answer = Script(text=STORY, tokens_per_second=100)
-    # Enough scripts for any retried step: each retry asks the model again.
-    fake_openai.push(tool_script, answer, answer, answer)
+    # By what the request holds, not a queue: a step retried after the kill asks the
+    # model again and must get the same answer as its first try.
+    fake_openai.respond_with(
+        lambda body: answer if any(m["role"] == "tool" for m in body["messages"]) else tool_script
+    )
     first = workers()
 
     _, run = services.run_start(conversation=chat, content="Record one thing, then tell a story")
