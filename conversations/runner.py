@@ -27,11 +27,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from conversations import events, notifications, selectors
+from conversations.cancel_flags import cancel_flag_raised
 from conversations.llm import provider_get
 from conversations.llm.base import (
     ProviderError,
@@ -47,8 +48,9 @@ from conversations.services.messages import NewMessage, message_append
 
 log = logging.getLogger(__name__)
 
-# How often a streaming step looks for a cancel request (one indexed read): a stop takes
-# effect within a second, and 50 streaming runs cost 50 reads a second, not one per chunk.
+# How often a streaming step looks for a cancel request (a Redis read, see cancel_flags):
+# a stop takes effect within a second, and 50 streaming runs cost 50 reads a second, not
+# one per chunk.
 CANCEL_CHECK_SECONDS = 1.0
 
 
@@ -77,14 +79,19 @@ class Step:
         self.renewed_at = time.monotonic()
 
     def keepalive(self) -> bool:
-        """Renew the lease when a third of it is used; say whether a cancel was asked."""
+        """While streaming: renew the lease when a third of it is used, and say whether a
+        cancel was asked. Holds no database connection in between (see _release)."""
         now = time.monotonic()
         if now - self.renewed_at >= settings.PARLEY_RUN_LEASE_SECONDS / 3:
             self.renew()
+            cancelled = self.cancel_requested()
+            _release_connection()
+            if cancelled:
+                return True
         if now - self.checked_at < CANCEL_CHECK_SECONDS:
             return False
         self.checked_at = now
-        return self.cancel_requested()
+        return cancel_flag_raised(run_id=str(self.run.pk))
 
     def cancel_requested(self) -> bool:
         return Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists()
@@ -185,6 +192,18 @@ def _advance(step: Step) -> None:
     _call_model(step)
 
 
+def _release_connection() -> None:
+    """Give the database connection back while the step waits on the model.
+
+    A streaming step spends seconds on the upstream and needs the database only at its
+    ends, so a worker with a thread per streaming run would otherwise hold as many
+    connections as runs and reach PostgreSQL's limit (100 by default) long before its
+    CPU is busy. The next query reconnects.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def _error(code: str, attempts: int) -> dict[str, str]:
     return {
         "code": code,
@@ -205,6 +224,7 @@ def _call_model(step: Step) -> None:
 
     reply = StreamAccumulator()
     cancelled = False
+    _release_connection()
     stream = provider_get().stream(model=run.model, messages=model_input, tools=tools)
     try:
         for event in stream:

@@ -5,6 +5,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import events, notifications
+from conversations.cancel_flags import cancel_flag_raise
 from conversations.errors import Conflict, Problem, ValidationFailed
 from conversations.models import Conversation, Message, Run
 from conversations.payloads import run_payload
@@ -94,9 +95,12 @@ def run_cancel(*, run: Run) -> Run:
             status=Run.Status.CANCELLED, cancel_requested_at=now, finished_at=now, updated_at=now
         )
         if not ended:
-            Run.objects.filter(
+            asked = Run.objects.filter(
                 pk=run.pk, status__in=Run.ACTIVE_STATUSES, cancel_requested_at__isnull=True
             ).update(cancel_requested_at=now, updated_at=now)
+            if asked:
+                run_id = str(run.pk)
+                transaction.on_commit(lambda: cancel_flag_raise(run_id=run_id))
         run.refresh_from_db()
         if ended:
             run_ended_announce(run)

@@ -154,6 +154,34 @@ def test_a_cancel_requested_before_a_step_stops_the_run(
     assert provider.calls == []
 
 
+class CancelledMidStream(ScriptedProvider):
+    """Asks for a stop (as a user would, through the service) after the first word."""
+
+    def stream(self, **kwargs: Any) -> Iterator[StreamEvent]:
+        run = Run.objects.get()
+        for number, event in enumerate(super().stream(**kwargs)):
+            if number == 1:
+                services.run_cancel(run=run)
+            yield event
+
+
+def test_a_stop_asked_mid_stream_keeps_the_partial_reply(
+    conversation, redis_url, enqueued, monkeypatch
+):
+    monkeypatch.setattr(runner, "CANCEL_CHECK_SECONDS", 0)
+    words = " ".join(f"w{n}" for n in range(200))
+    provide(monkeypatch, CancelledMidStream(words))
+    run = start(conversation)
+
+    runner.run_step(str(run.id))
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    reply = conversation.messages.get(role=Message.Role.ASSISTANT)
+    assert reply.provider_payload["finish_reason"] == "cancelled"
+    assert 0 < len(reply.content) < len(words)
+
+
 def test_the_watchdog_requeues_expired_leases_and_lost_tasks(conversation, redis_url, enqueued):
     expired = start(conversation)
     Run.objects.filter(pk=expired.pk).update(
