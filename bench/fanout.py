@@ -27,14 +27,12 @@ To tell where latency comes from, `--probes` runs are also read straight from Re
 (events_follow, on the same event loop), and the table shows when the runs were created in
 the database (the spread of Run.created_at, while every message.create left within a few
 ms), and the CPU each process and the whole host used until the last reply ended (clients
-waiting for a run that never starts give up after 60 s of silence). For
-`--channel-layer-timeout` see bench.resume. The bench user, its API key, conversations and
-run logs are deleted and the processes stopped at the end, also on error. Exit code 0
+waiting for a run that never starts give up after 60 s of silence). The bench user, its API
+key, conversations and run logs are deleted and the processes stopped at the end, also on error. Exit code 0
 whatever the verdicts.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
         .venv/bin/python -m bench.fanout [--clients 200 --tokens 200 --tokens-per-second 20]
-        [--channel-layer-timeout 30]
 """
 
 import argparse
@@ -308,13 +306,11 @@ def main() -> int:
         return 2
     call_command("migrate", interactive=False, verbosity=0)
     count, tokens, rate = args.clients, args.tokens, args.tokens_per_second
-    layer = args.channel_layer_timeout
-    with stack_up(tokens, rate, count, layer) as stack:
+    with stack_up(tokens, rate, count) as stack:
         print(
             f"bench.fanout on {connection.display_name}, {os.cpu_count()} CPUs, load average "
             f"{os.getloadavg()[0]:.2f}: {count} sockets on one Daphne, one worker (threads x "
-            f"{count}), one reply of {tokens} tokens at {rate:g}/s per socket; channel layer "
-            f"socket_timeout {layer or 'as configured'}\n"
+            f"{count}), one reply of {tokens} tokens at {rate:g}/s per socket\n"
         )
         progress("warm-up: one socket, one reply")
         warm = [Client(stack.conversation())]

@@ -16,13 +16,6 @@ SQLite only with --allow-sqlite), migrated first. The user, its API key, convers
 logs are deleted and the processes stopped at the end, also on error. bench.fanout reuses this
 harness (stack_up, ws_open, read_run, audit). Exit code 1 if any trial failed.
 
-`--channel-layer-timeout SECONDS` runs the Daphnes with the project's test settings plus that
-socket timeout on the channel layer's Redis connections (a settings overlay in a temporary
-directory). It works around a configuration bug, not part of what is measured: redis-py 8
-defaults socket_timeout to 5 s, channels_redis passes none, and its receive loop blocks in
-BZPOPMIN for 5 s, so a consumer without channel-layer traffic for ~5 s dies with
-`redis.exceptions.TimeoutError` and its socket is closed with 1011.
-
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
         .venv/bin/python -m bench.resume [--trials 50 --seed S]
 """
@@ -36,7 +29,6 @@ import math
 import os
 import random
 import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,9 +63,6 @@ ABORT_SHARE = 0.75  # cuts without a close frame; the others close cleanly
 MAX_CUTS = 200
 TRIAL_TIMEOUT = 120.0
 Timed = list[tuple[float, events.Event]]  # (wall-clock receive time, run event)
-OVERLAY = """from config.settings.test import *  # noqa: F403
-CHANNEL_LAYERS["default"]["CONFIG"]["hosts"] = [{"address": REDIS_URL, "socket_timeout": %r}]
-"""
 
 
 def progress(message: str) -> None:
@@ -82,8 +71,6 @@ def progress(message: str) -> None:
 
 def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
-    help = "Daphne's channel layer Redis socket_timeout (a workaround, see bench.resume)"
-    parser.add_argument("--channel-layer-timeout", type=float, metavar="S", help=help)
 
 
 def database_refused(bench: str, allow_sqlite: bool) -> bool:
@@ -142,18 +129,10 @@ def owner_delete(owner: User) -> None:
 
 
 @contextlib.contextmanager
-def stack_up(
-    tokens: int, rate: float, concurrency: int, layer_timeout: float | None, webs: int = 1
-) -> Iterator[Stack]:
+def stack_up(tokens: int, rate: float, concurrency: int, webs: int = 1) -> Iterator[Stack]:
     """Redis, the fake upstream, a bench user with an API key, one worker (threads pool) and
     `webs` Daphnes; all undone in reverse order on the way out, also on error."""
     with contextlib.ExitStack() as cleanup:
-        web_env = {}
-        if layer_timeout is not None:  # the settings overlay: see the module docstring
-            overlay = tempfile.mkdtemp(prefix="parley-bench-settings-")
-            cleanup.callback(shutil.rmtree, overlay, ignore_errors=True)
-            Path(overlay, "bench_overlay_settings.py").write_text(OVERLAY % layer_timeout)
-            web_env = {"DJANGO_SETTINGS_MODULE": "bench_overlay_settings", "PYTHONPATH": overlay}
         cleanup.callback(redis_start()[1])
         handle, name = tempfile.mkstemp(prefix="parley-chunks-", suffix=".jsonl")
         os.close(handle)
@@ -170,7 +149,7 @@ def stack_up(
         cleanup.callback(process_stop, worker)
         servers = []
         for _ in range(webs):
-            servers.append(web_start(redis_url=url, env=web_env))
+            servers.append(web_start(redis_url=url))
             cleanup.callback(process_stop, servers[-1])
         key = api_key_create(owner=owner, name="bench")[1]
         stack = Stack(owner, key, servers, worker, fake, chunk_log)
@@ -307,13 +286,11 @@ def main() -> int:
         return 2
     call_command("migrate", interactive=False, verbosity=0)
     trials = [Trial(n, args.seed + n, args.max_read) for n in range(args.trials)]
-    layer = args.channel_layer_timeout
-    with stack_up(TOKENS, TOKENS_PER_SECOND, 2, layer, webs=2) as stack:
+    with stack_up(TOKENS, TOKENS_PER_SECOND, 2, webs=2) as stack:
         print(
             f"bench.resume on {connection.display_name}, {os.cpu_count()} CPUs: {args.trials} "
             f"trials, seed {args.seed}, replies of {TOKENS} tokens at {TOKENS_PER_SECOND:g}/s, "
-            f"0-{args.max_read} events per connection, Daphnes A and B, channel layer "
-            f"socket_timeout {layer or 'as configured'}\n"
+            f"0-{args.max_read} events per connection, Daphnes A and B\n"
         )
         print("| trial | seed | cuts | aborts | to B | events | result |")
         print("|---:|---:|---:|---:|---:|---:|---|")
