@@ -16,7 +16,6 @@ on error. Exit code 1 if any trial failed.
 
 import argparse
 import json
-import os
 import secrets
 import sys
 import time
@@ -28,10 +27,9 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-import django
+from bench.common import django_setup
 
-os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-django.setup()
+django_setup()
 
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402

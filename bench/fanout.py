@@ -28,8 +28,8 @@ To tell where latency comes from, `--probes` runs are also read straight from Re
 the database (the spread of Run.created_at, while every message.create left within a few
 ms), and the CPU each process and the whole host used until the last reply ended (clients
 waiting for a run that never starts give up after 60 s of silence). The bench user, its API
-key, conversations and run logs are deleted and the processes stopped at the end, also on error. Exit code 0
-whatever the verdicts.
+key, conversations and run logs are deleted and the processes stopped at the end, also on
+error. Exit code 0 whatever the verdicts.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
         .venv/bin/python -m bench.fanout [--clients 200 --tokens 200 --tokens-per-second 20]
@@ -44,7 +44,6 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import time
 from collections import Counter
@@ -57,14 +56,13 @@ from django.db import connection
 from django.db.models import Max, Min
 from websockets.asyncio.client import ClientConnection
 
+from bench.common import cpu_seconds, database_refused, pct, progress
 from bench.resume import (
     Stack,
     Timed,
     audit,
     common_arguments,
-    database_refused,
     finished,
-    progress,
     read_run,
     stack_up,
     ws_open,
@@ -89,11 +87,6 @@ def host_busy() -> tuple[float, float]:
     """This host's (busy, total) CPU time from /proc/stat, every process included."""
     ticks = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def chunk_times(path: Path, keys: set[str], timeout: float = 15) -> dict[str, Chunks]:
@@ -125,12 +118,6 @@ def latencies_ms(got: Timed, chunks: Chunks) -> list[float]:
             if (newest := bisect.bisect_left(ends, offset)) < len(ends):
                 found.append((at - chunks[newest][1]) * 1000)
     return found
-
-
-def pct(samples: list[float], q: int) -> float:
-    if len(samples) < 2:
-        return samples[0] if samples else math.nan
-    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
 
 
 # --- the benchmark -----------------------------------------------------------------------

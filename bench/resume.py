@@ -37,11 +37,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import django
+from bench.common import database_refused, django_setup, fake_start, owner_delete, progress
 
-os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-os.environ.setdefault("DEBUG", "false")
-django.setup()
+django_setup()
 
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
@@ -51,9 +49,9 @@ from websockets.asyncio.client import ClientConnection, connect  # noqa: E402
 from accounts.models import User  # noqa: E402
 from accounts.services import api_key_create  # noqa: E402
 from conversations import events, notifications, services  # noqa: E402
-from conversations.models import Conversation, Message, Run  # noqa: E402
+from conversations.models import Message, Run  # noqa: E402
 from tests.e2e.web import WebServer, web_start  # noqa: E402
-from tests.e2e.worker import ROOT, Worker, worker_start  # noqa: E402
+from tests.e2e.worker import Worker, worker_start  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
 
 TOKENS, TOKENS_PER_SECOND = 200, 100.0
@@ -65,19 +63,8 @@ TRIAL_TIMEOUT = 120.0
 Timed = list[tuple[float, events.Event]]  # (wall-clock receive time, run event)
 
 
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
-
-
-def database_refused(bench: str, allow_sqlite: bool) -> bool:
-    if connection.vendor == "postgresql" or allow_sqlite:
-        return False
-    progress(f"bench.{bench} measures PostgreSQL, not {connection.vendor}: set DATABASE_URL")
-    return True
 
 
 # --- the processes ---------------------------------------------------------------------
@@ -101,31 +88,9 @@ class Stack:
         return str(services.conversation_create(owner=self.owner).pk)
 
 
-def fake_start(tokens: int, rate: float, log: Path) -> tuple[subprocess.Popen[str], str]:
-    command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
-    command += ["--tokens", str(tokens), "--tokens-per-second", str(rate), "--chunk-log", str(log)]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = process.stdout.readline() if process.stdout else ""
-    if not line.startswith("listening "):
-        process.kill()
-        raise RuntimeError(f"the fake upstream did not start: {line!r}")
-    return process, line.split()[1]
-
-
 def process_stop(process: Worker | WebServer) -> None:
     process.stop()
     process.log_path.unlink(missing_ok=True)
-
-
-def owner_delete(owner: User) -> None:
-    """Delete the bench user (its API key goes with it), its conversations and run logs."""
-    runs = Run.objects.filter(conversation__owner=owner).values_list("pk", flat=True)
-    keys = [events.stream_key(pk) for pk in runs]
-    for start in range(0, len(keys), 500):
-        events.redis_client().delete(*keys[start : start + 500])
-    Conversation.objects.filter(owner=owner).delete()
-    owner.delete()
-    progress(f"cleaned up user {owner.username}, its conversations and {len(keys)} run logs")
 
 
 @contextlib.contextmanager
@@ -138,7 +103,7 @@ def stack_up(tokens: int, rate: float, concurrency: int, webs: int = 1) -> Itera
         os.close(handle)
         chunk_log = Path(name)
         cleanup.callback(chunk_log.unlink, missing_ok=True)
-        fake, base_url = fake_start(tokens, rate, chunk_log)
+        fake, base_url = fake_start(tokens=tokens, rate=rate, chunk_log=chunk_log)
         cleanup.callback(fake.wait, timeout=10)
         cleanup.callback(fake.terminate)
         owner = User.objects.create_user(username=f"bench-{secrets.token_hex(6)}")

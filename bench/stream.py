@@ -35,8 +35,6 @@ import math
 import os
 import re
 import secrets
-import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,11 +43,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import django
+from bench.common import (
+    cpu_seconds,
+    django_setup,
+    fake_start,
+    owner_delete,
+    pct,
+    progress,
+)
 
-os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
-os.environ.setdefault("DEBUG", "false")
-django.setup()
+django_setup()
 
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
@@ -58,7 +61,7 @@ from django.db import connection, transaction  # noqa: E402
 from accounts.models import User  # noqa: E402
 from conversations import events, services  # noqa: E402
 from conversations.models import Conversation, Run  # noqa: E402
-from tests.e2e.worker import ROOT, worker_start  # noqa: E402
+from tests.e2e.worker import worker_start  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
 
 TARGET_DISPATCH_P50_MS = 15.0
@@ -89,12 +92,6 @@ def parse_args() -> argparse.Namespace:
     if min([*args.concurrency, args.rounds, args.tokens, 1 + min(args.coalesce_ms, default=0)]) < 1:
         parser.error("concurrency levels, --rounds and --tokens must be >= 1, windows >= 0")
     return args
-
-
-def pct(samples: list[float], q: int) -> float:
-    if len(samples) < 2:
-        return samples[0] if samples else math.nan
-    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
 
 
 @dataclass
@@ -281,34 +278,6 @@ def measure_row(
         worker.log_path.unlink(missing_ok=True)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, all its threads (Linux /proc; NaN elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def fake_start(args: argparse.Namespace, log_path: Path) -> tuple[subprocess.Popen[str], str]:
-    command = [
-        *(sys.executable, "-m", "tests.fake_openai_server", "--port", "0"),
-        *("--first-token-delay", str(args.first_token_delay), "--tokens", str(args.tokens)),
-        *("--tokens-per-second", str(args.tokens_per_second), "--chunk-log", str(log_path)),
-    ]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("listening "):
-        process.kill()
-        raise RuntimeError(f"the fake upstream did not start: {line!r}")
-    return process, line.split()[1]
-
-
 def main() -> int:
     args = parse_args()
     if connection.vendor != "postgresql" and not args.allow_sqlite:
@@ -326,7 +295,12 @@ def main() -> int:
         os.close(handle)
         log_path = Path(name)
         cleanup.callback(log_path.unlink, missing_ok=True)
-        fake, base_url = fake_start(args, log_path)
+        fake, base_url = fake_start(
+            tokens=args.tokens,
+            rate=args.tokens_per_second,
+            chunk_log=log_path,
+            first_token_delay=args.first_token_delay,
+        )
         cleanup.callback(fake.wait, timeout=10)
         cleanup.callback(fake.terminate)
         readers, log = Readers(), ChunkLog(log_path)
@@ -364,17 +338,6 @@ def main() -> int:
             for problem in row.problems[:5]:
                 print(f"coalesce {row.coalesce}, {row.runs} runs: {problem}")
     return 0
-
-
-def owner_delete(owner: User) -> None:
-    """Delete the bench user, its conversations and its runs' event logs."""
-    run_ids = list(Run.objects.filter(conversation__owner=owner).values_list("pk", flat=True))
-    keys = [events.stream_key(pk) for pk in run_ids]
-    for start in range(0, len(keys), 500):
-        events.redis_client().delete(*keys[start : start + 500])
-    Conversation.objects.filter(owner=owner).delete()
-    owner.delete()
-    print(f"\ncleaned up user {owner.username}, its conversations and {len(keys)} run logs")
 
 
 if __name__ == "__main__":

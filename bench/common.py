@@ -1,0 +1,90 @@
+"""What every benchmark needs: Django set up, percentiles, process CPU, the fake upstream
+in its own process, and the clean-up of the bench user.
+
+Call `django_setup()` before importing anything that touches models.
+"""
+
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import django
+
+if TYPE_CHECKING:
+    from accounts.models import User
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def django_setup(settings_module: str = "config.settings.test") -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings_module
+    # Time what production runs: without DEBUG's cursor wrapper keeping every SQL string.
+    os.environ.setdefault("DEBUG", "false")
+    django.setup()
+
+
+def progress(message: str) -> None:
+    """A status line on stderr, so stdout holds only the report."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def database_refused(bench: str, allow_sqlite: bool) -> bool:
+    from django.db import connection
+
+    if connection.vendor == "postgresql" or allow_sqlite:
+        return False
+    progress(f"bench.{bench} measures PostgreSQL, not {connection.vendor}: set DATABASE_URL")
+    return True
+
+
+def pct(samples: list[float], q: int) -> float:
+    """The q-th percentile (inclusive method); NaN without samples."""
+    if len(samples) < 2:
+        return samples[0] if samples else math.nan
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fake_start(
+    *, tokens: int, rate: float, chunk_log: Path, first_token_delay: float | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """The fake OpenAI upstream in its own process, logging each chunk's send time to
+    `chunk_log`; returns the process and its base URL."""
+    command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
+    command += ["--tokens", str(tokens), "--tokens-per-second", str(rate)]
+    command += ["--chunk-log", str(chunk_log)]
+    if first_token_delay is not None:
+        command += ["--first-token-delay", str(first_token_delay)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline() if process.stdout else ""
+    if not line.startswith("listening "):
+        process.kill()
+        raise RuntimeError(f"the fake upstream did not start: {line!r}")
+    return process, line.split()[1]
+
+
+def owner_delete(owner: "User") -> None:
+    """Delete a bench user (its API keys go with it), its conversations and its runs'
+    event logs."""
+    from conversations import events
+    from conversations.models import Conversation, Run
+
+    run_ids = list(Run.objects.filter(conversation__owner=owner).values_list("pk", flat=True))
+    keys = [events.stream_key(pk) for pk in run_ids]
+    for start in range(0, len(keys), 500):
+        events.redis_client().delete(*keys[start : start + 500])
+    Conversation.objects.filter(owner=owner).delete()
+    owner.delete()
+    progress(f"cleaned up user {owner.username}, its conversations and {len(keys)} run logs")
