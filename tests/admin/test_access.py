@@ -164,7 +164,7 @@ def test_messages_runs_and_audit_events_cannot_be_added_changed_or_deleted(super
 
     services.audit_record(actor=superuser, action="viewed", conversation=baking)
     client = client_for(superuser)
-    message = Message.objects.first()
+    message = Message.objects.filter(conversation=baking).earliest("seq")
     event = AuditEvent.objects.get()
     for model, obj in [("message", message), ("auditevent", event)]:
         assert client.get(reverse(f"admin:conversations_{model}_add")).status_code == 403
