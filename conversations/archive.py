@@ -20,7 +20,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 
 from conversations.context import HistoryMessage
 from conversations.exchange import export_json_chunks, export_markdown_chunks, jsonl_line
@@ -79,13 +80,15 @@ def _groups(conversations: list[Conversation]) -> Iterator[list[Conversation]]:
 
 
 def _with_messages(
-    queryset: QuerySet[Conversation], fields: tuple[str, ...]
+    queryset: QuerySet[Conversation], fields: tuple[str, ...], **expressions: Any
 ) -> Iterator[tuple[Conversation, list[tuple[Any, ...]]]]:
-    """Each conversation of the selection with its messages' `fields`, in seq order."""
+    """Each conversation of the selection with its messages' `fields` (names or
+    annotations given in `expressions`), in seq order."""
     for page in conversations_in_pages(queryset):
         for group in _groups(page):
             rows = (
                 Message.objects.filter(conversation__in=[c.pk for c in group])
+                .annotate(**expressions)
                 .order_by("conversation_id", "seq")
                 .values_list("conversation_id", *fields)
                 .iterator(chunk_size=READ_CHUNK)
@@ -114,18 +117,28 @@ def _sized(pieces: Iterable[str]) -> Iterator[bytes]:
 # --- JSONL ---------------------------------------------------------------------------
 
 
+def _calls(text: str) -> list[dict[str, str]]:
+    calls: list[dict[str, str]] = [] if text == "[]" else json.loads(text)
+    return calls
+
+
 def jsonl_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
     """One line per conversation in OpenAI's chat fine-tuning format."""
-    fields = ("role", "content", "tool_calls", "tool_call_id")
+    # Tool calls are read as JSON text and decoded here only when there are any: most
+    # messages have none, and decoding "[]" per row was a third of the export's time.
+    fields = ("role", "content", "calls_text", "tool_call_id")
+    calls_text = Cast("tool_calls", TextField())
     return _sized(
         jsonl_line(
             conversation.system_prompt,
             [
-                HistoryMessage(role=role, content=content, tool_calls=calls, tool_call_id=call_id)
+                HistoryMessage(
+                    role=role, content=content, tool_calls=_calls(calls), tool_call_id=call_id
+                )
                 for _, role, content, calls, call_id in rows
             ],
         )
-        for conversation, rows in _with_messages(queryset, fields)
+        for conversation, rows in _with_messages(queryset, fields, calls_text=calls_text)
     )
 
 
