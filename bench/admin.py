@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
+from functools import partial
 from random import Random
 from typing import Any
 
@@ -288,7 +289,7 @@ def pages(client: Client, urls: dict[str, str], repeats: int) -> dict[str, list[
     samples: dict[str, list[float]] = {name: [] for name in urls}
     for _ in range(repeats):
         for name, url in urls.items():
-            samples[name].append(timed_ms(lambda url=url: get_ok(client, url)))
+            samples[name].append(timed_ms(partial(get_ok, client, url)))
     return samples
 
 
@@ -304,7 +305,8 @@ def export_child(spec: str) -> None:
         {"action": "export_jsonl", "_selected_action": options["ids"], "index": "0"},
     )
     size = lines = 0
-    for chunk in response.streaming_content:
+    chunks: Iterable[bytes] = getattr(response, "streaming_content", [])
+    for chunk in chunks:
         size += len(chunk)
         lines += chunk.count(b"\n")
     seconds = time.perf_counter() - started
