@@ -23,6 +23,8 @@ from conversations.models import Conversation, Run
 # Distinct models offered by the filter come from this many recently active conversations:
 # a DISTINCT over millions of rows would cost more than the rest of the page.
 MODEL_FILTER_SAMPLE = 1000
+# Users one search term may name (a username is unique; emails need not be).
+OWNER_MATCHES = 100
 
 
 class ArchivedFilter(admin.SimpleListFilter):
@@ -104,8 +106,9 @@ class ConversationAdmin(admin.ModelAdmin):
         ModelFilter,
         OwnerFilter,
     ]
-    search_fields = ["title", "owner__username", "owner__email"]
-    search_help_text = "Title, owner username or email, or an exact conversation id."
+    # Only for Django's search box; get_search_results decides what a term matches.
+    search_fields = ["title"]
+    search_help_text = "Words of the title, an owner's username or email, or a conversation id."
     ordering = ["-last_activity_at"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
@@ -194,12 +197,23 @@ class ConversationAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
     ) -> tuple[QuerySet[Conversation], bool]:
         term = search_term.strip()
+        if not term:
+            return queryset, False
         try:
             exact = uuid.UUID(term)
         except ValueError:
-            return super().get_search_results(request, queryset, search_term)
-        # An id is looked up exactly (the primary key index), never as a substring.
-        return queryset.filter(pk=exact), False
+            pass
+        else:
+            # An id is looked up exactly (the primary key index), never as a substring.
+            return queryset.filter(pk=exact), False
+        # Owners are found first (a username, or an email in any case), so the list is
+        # filtered by owner id instead of joining every conversation to its owner.
+        owners = list(
+            User.objects.filter(Q(username=term) | Q(email__iexact=term)).values_list(
+                "pk", flat=True
+            )[:OWNER_MATCHES]
+        )
+        return queryset.filter(Q(title__icontains=term) | Q(owner_id__in=owners)), False
 
     @admin.display(description="conversation", ordering="title")
     def title_or_id(self, obj: Conversation) -> str:

@@ -56,7 +56,12 @@ def usage_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespo
     users = selectors.usage_by_user(
         start=start, end=end, offset=(page - 1) * PER_PAGE, limit=PER_PAGE + 1
     )
-    top = selectors.usage_by_user(start=start, end=end, limit=TOP_USERS)
+    # The table's first page already holds the top users; no second aggregation then.
+    top = (
+        users[:TOP_USERS]
+        if page == 1
+        else selectors.usage_by_user(start=start, end=end, limit=TOP_USERS)
+    )
     labels = [day.day.isoformat() for day in days]
     query = f"start={start.isoformat()}&end={end.isoformat()}"
     context: dict[str, Any] = {

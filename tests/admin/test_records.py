@@ -171,7 +171,8 @@ def test_search_by_title_owner_email_and_exact_id(moderator, owner, outsider):
     client = client_for(moderator)
     assert results(client, q="cats") == {cats}
     assert results(client, q="mallory") == {trip}
-    assert results(client, q="alice@example") == {cats}
+    assert results(client, q="ALICE@example.com") == {cats}
+    assert results(client, q="alice@example") == set()  # owners match whole
     assert results(client, q=str(trip.pk)) == {trip}
     assert results(client, q=str(uuid.uuid4())) == set()
 
