@@ -4,6 +4,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiKey, User
@@ -45,3 +46,8 @@ def api_key_mark_used(*, api_key: ApiKey) -> None:
     if api_key.last_used_at is None or now - api_key.last_used_at >= LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+
+
+def api_keys_revoke(*, queryset: QuerySet[ApiKey]) -> int:
+    """Revoke every still-active key of the selection in one UPDATE; returns how many."""
+    return queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from config.async_db import db_call
 from conversations import events, notifications, selectors, services
-from conversations.errors import Conflict, ValidationFailed
+from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
 from conversations.models import Conversation, Run
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,8 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             raise FrameError("run_active", str(exc)) from None
         except ValidationFailed as exc:
             raise FrameError("invalid", str(exc)) from None
+        except QuotaExceeded as exc:
+            raise FrameError(exc.code, exc.message) from None
         if self.following != str(run.pk):
             self._follow(str(run.pk), after=None)
 

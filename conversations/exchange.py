@@ -9,7 +9,7 @@ memory stays flat however long the conversation is.
 """
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -21,7 +21,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from conversations import validation
-from conversations.context import history_units
+from conversations.context import StoredMessage, history_units
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Conversation, Message
 
@@ -161,17 +161,22 @@ def export_markdown_chunks(conversation: Conversation) -> Iterator[str]:
 # --- JSONL (OpenAI chat fine-tuning) -------------------------------------------------
 
 
+def jsonl_line(system_prompt: str, history: Sequence[StoredMessage]) -> str:
+    """One conversation as a `{"messages": [...]}` line, the system prompt first."""
+    chat = []
+    if system_prompt:
+        chat.append({"role": "system", "content": system_prompt})
+    # Same grouping as the model input: tool results right after their call, context
+    # events that arrived while tools ran moved after the results.
+    units = history_units(history)
+    chat.extend(message for unit in units for message in unit)
+    return _dumps({"messages": chat}) + "\n"
+
+
 def export_jsonl_lines(conversations: Iterable[Conversation]) -> Iterator[str]:
-    """One `{"messages": [...]}` line per conversation, the system prompt first."""
+    """One line per conversation (see conversations/archive.py for many at once)."""
     for conversation in conversations:
-        chat = []
-        if conversation.system_prompt:
-            chat.append({"role": "system", "content": conversation.system_prompt})
-        # Same grouping as the model input: tool results right after their call, context
-        # events that arrived while tools ran moved after the results.
-        units = history_units(list(_messages(conversation)))
-        chat.extend(message for unit in units for message in unit)
-        yield _dumps({"messages": chat}) + "\n"
+        yield jsonl_line(conversation.system_prompt, list(_messages(conversation)))
 
 
 # --- JSON v1 import ------------------------------------------------------------------

@@ -94,6 +94,14 @@ class Conversation(models.Model):
             models.Index(
                 fields=["owner", "-last_activity_at", "-id"], name="conversation_owner_activity"
             ),
+            # The admin list (newest activity first over every owner) and the retention
+            # purge (last activity older than a cutoff) read this range, never the table.
+            models.Index(fields=["-last_activity_at", "-id"], name="conversation_activity"),
+        ]
+        permissions = [
+            # Separate from "view": a moderator can see who has which conversation
+            # without being able to read what was said.
+            ("view_transcript", "Can read conversation transcripts (audited)"),
         ]
 
     def __str__(self) -> str:
@@ -152,6 +160,10 @@ class Message(models.Model):
             models.CheckConstraint(
                 condition=~Q(role="tool") | ~Q(tool_call_id=""), name="message_tool_has_call_id"
             ),
+        ]
+        indexes = [
+            # The usage dashboard aggregates a date range of messages.
+            models.Index(fields=["created_at"], name="message_created_at"),
         ]
 
     def __str__(self) -> str:
@@ -246,3 +258,25 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_username} {self.action} {self.conversation_id}"
+
+
+class DailyMessageCount(models.Model):
+    """User messages sent per user per UTC day, kept while a daily quota is configured.
+
+    A counter row rather than a COUNT over messages: the quota is checked on every send,
+    and counting a busy user's day of messages joined through their conversations would
+    cost more each time. The row lock taken by the increment also serialises one user's
+    concurrent sends, so two of them cannot both pass the last free slot.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    messages = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "day"], name="daily_message_count_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.day}: {self.messages}"

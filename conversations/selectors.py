@@ -5,12 +5,14 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce, TruncDate
 
 from accounts.models import User
 from conversations import context
@@ -165,3 +167,114 @@ def run_get_for_user(*, user: User, run_id: UUID | str) -> Run:
     except ValueError:
         raise Run.DoesNotExist from None
     return Run.objects.select_related("conversation").get(pk=key, conversation__owner=user)
+
+
+# --- Admin reads (moderation, usage). Callers check staff permissions first. ------------
+
+
+@dataclass(frozen=True)
+class TranscriptPage:
+    messages: list[Message]
+    number: int
+    pages: int
+
+
+def transcript_page(*, conversation: Conversation, page: int, per_page: int) -> TranscriptPage:
+    """Page `page` (from 1) of a conversation's messages. seq is gapless from 1, so page n
+    is exactly the seq range ((n-1)*per_page, n*per_page]: one index range read however
+    long the conversation, and the page count comes from message_count, not a COUNT."""
+    pages = max(1, -(-conversation.message_count // per_page))
+    number = min(max(1, page), pages)
+    first = (number - 1) * per_page
+    messages = list(
+        Message.objects.filter(
+            conversation=conversation, seq__gt=first, seq__lte=first + per_page
+        ).order_by("seq")
+    )
+    return TranscriptPage(messages=messages, number=number, pages=pages)
+
+
+def _tokens() -> Coalesce:
+    total = Cast(KeyTextTransform("total_tokens", "usage"), BigIntegerField())
+    return Coalesce(Sum(total), 0)
+
+
+def _usage_messages(start: date, end: date) -> QuerySet[Message]:
+    """Messages created on days start..end (inclusive, UTC)."""
+    since = datetime.combine(start, time.min, tzinfo=UTC)
+    until = datetime.combine(end + timedelta(days=1), time.min, tzinfo=UTC)
+    return Message.objects.filter(created_at__gte=since, created_at__lt=until)
+
+
+@dataclass(frozen=True)
+class DayUsage:
+    day: date
+    messages: int
+    user_messages: int
+    tokens: int
+
+
+def usage_by_day(*, start: date, end: date) -> list[DayUsage]:
+    """Messages and tokens per day over the range, every day present (zeros included).
+    Tokens are the providers' `total_tokens` stored on each assistant message."""
+    found = {
+        row["day"]: row
+        for row in _usage_messages(start, end)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(
+            messages=Count("pk"),
+            user_messages=Count("pk", filter=Q(role=Message.Role.USER)),
+            tokens=_tokens(),
+        )
+        .order_by()
+    }
+    days = []
+    for offset in range((end - start).days + 1):
+        day = start + timedelta(days=offset)
+        row = found.get(day, {})
+        days.append(
+            DayUsage(
+                day=day,
+                messages=row.get("messages", 0),
+                user_messages=row.get("user_messages", 0),
+                tokens=row.get("tokens", 0),
+            )
+        )
+    return days
+
+
+@dataclass(frozen=True)
+class UserUsage:
+    user_id: int
+    username: str
+    conversations: int
+    messages: int
+    user_messages: int
+    tokens: int
+
+
+def usage_by_user(*, start: date, end: date, offset: int = 0, limit: int = 50) -> list[UserUsage]:
+    """Users by tokens used over the range (then by messages), heaviest first."""
+    rows = (
+        _usage_messages(start, end)
+        .values("conversation__owner_id", "conversation__owner__username")
+        .annotate(
+            conversations=Count("conversation_id", distinct=True),
+            messages=Count("pk"),
+            user_messages=Count("pk", filter=Q(role=Message.Role.USER)),
+            tokens=_tokens(),
+        )
+        .order_by("-tokens", "-messages", "conversation__owner_id")[offset : offset + limit]
+    )
+    return [
+        UserUsage(
+            user_id=row["conversation__owner_id"],
+            username=row["conversation__owner__username"],
+            conversations=row["conversations"],
+            messages=row["messages"],
+            user_messages=row["user_messages"],
+            tokens=row["tokens"],
+        )
+        for row in rows
+    ]

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from conversations import runner, watchdog
+from conversations import runner, services, watchdog
 
 
 @shared_task(name="conversations.tasks.run_step")
@@ -13,3 +13,10 @@ def run_step(run_id: str) -> None:
 @shared_task(name="conversations.tasks.runs_watchdog")
 def runs_watchdog() -> dict[str, int]:
     return watchdog.runs_watchdog()
+
+
+@shared_task(name="conversations.tasks.conversations_purge")
+def conversations_purge() -> dict[str, int]:
+    """Retention (PARLEY_RETENTION_DAYS); a no-op while it is 0."""
+    result = services.conversations_purge()
+    return {"conversations": result.conversations, "messages": result.messages}

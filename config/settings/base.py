@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "channels",
     "rest_framework",
     "accounts",
@@ -150,6 +151,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "conversations.tasks.runs_watchdog",
         "schedule": float(env_int("PARLEY_WATCHDOG_SECONDS", 10)),
     },
+    # Does nothing while PARLEY_RETENTION_DAYS is 0 (keep forever).
+    "conversations-retention": {
+        "task": "conversations.tasks.conversations_purge",
+        "schedule": float(env_int("PARLEY_RETENTION_PURGE_SECONDS", 3600)),
+    },
 }
 
 REST_FRAMEWORK = {
@@ -185,6 +191,14 @@ PARLEY_MAX_DRAFT_CHARS = env_int("PARLEY_MAX_DRAFT_CHARS", 100_000)
 PARLEY_MAX_SYSTEM_PROMPT_CHARS = env_int("PARLEY_MAX_SYSTEM_PROMPT_CHARS", 32_000)
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 20 * 1024 * 1024)
 PARLEY_IMPORT_MAX_MESSAGES = env_int("PARLEY_IMPORT_MAX_MESSAGES", 100_000)
+
+# --- Data governance ----------------------------------------------------------------------
+# Conversations with no activity for this many days are deleted (audited) by the beat task
+# and `manage.py purge_conversations`. 0 keeps everything.
+PARLEY_RETENTION_DAYS = env_int("PARLEY_RETENTION_DAYS", 0)
+# Quotas; 0 = unlimited. Messages are the user's own, counted per UTC day.
+PARLEY_MAX_CONVERSATIONS_PER_USER = env_int("PARLEY_MAX_CONVERSATIONS_PER_USER", 0)
+PARLEY_MAX_MESSAGES_PER_DAY = env_int("PARLEY_MAX_MESSAGES_PER_DAY", 0)
 # --- The tool loop -----------------------------------------------------------------------
 # A step holds its run's lease this long and renews it while it works; a lease left to
 # expire (killed worker) lets the watchdog hand the run to another worker.

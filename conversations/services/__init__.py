@@ -3,7 +3,7 @@
 Split by subject; import them from here.
 """
 
-from conversations.services.audit import audit_record
+from conversations.services.audit import audit_record, audit_record_many
 from conversations.services.common import UNSET
 from conversations.services.conversations import (
     conversation_create,
@@ -11,6 +11,15 @@ from conversations.services.conversations import (
     conversation_update,
 )
 from conversations.services.copies import conversation_fork, conversation_import
+from conversations.services.governance import (
+    PurgeResult,
+    conversations_delete,
+    conversations_export_record,
+    conversations_flag,
+    conversations_purge,
+    conversations_unflag,
+    user_delete,
+)
 from conversations.services.messages import (
     NewMessage,
     context_event_add,
@@ -21,24 +30,35 @@ from conversations.services.messages import (
     title_from_message,
     user_message_append,
 )
+from conversations.services.quotas import conversation_quota_check, message_quota_take
 from conversations.services.runs import run_cancel, run_start
 
 __all__ = [
     "UNSET",
     "NewMessage",
+    "PurgeResult",
     "audit_record",
+    "audit_record_many",
     "context_event_add",
     "conversation_create",
     "conversation_delete",
     "conversation_draft_update",
     "conversation_fork",
     "conversation_import",
+    "conversation_quota_check",
     "conversation_update",
+    "conversations_delete",
+    "conversations_export_record",
+    "conversations_flag",
+    "conversations_purge",
+    "conversations_unflag",
     "draft_edit_notice",
     "message_append",
+    "message_quota_take",
     "messages_append",
     "run_cancel",
     "run_start",
     "title_from_message",
+    "user_delete",
     "user_message_append",
 ]

@@ -10,6 +10,7 @@ from conversations import notifications, validation
 from conversations.errors import Problem
 from conversations.models import Conversation, default_tools
 from conversations.services.common import UNSET, raise_if
+from conversations.services.quotas import conversation_quota_check
 
 
 def conversation_create(
@@ -30,14 +31,16 @@ def conversation_create(
         + validation.tools_problems(tools)
         + validation.metadata_problems(metadata)
     )
-    return Conversation.objects.create(
-        owner=owner,
-        title=title.strip(),
-        system_prompt=system_prompt,
-        model=model,
-        tools=tools,
-        metadata=metadata,
-    )
+    with transaction.atomic():
+        conversation_quota_check(owner_id=owner.pk)
+        return Conversation.objects.create(
+            owner=owner,
+            title=title.strip(),
+            system_prompt=system_prompt,
+            model=model,
+            tools=tools,
+            metadata=metadata,
+        )
 
 
 def conversation_update(

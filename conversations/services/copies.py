@@ -10,6 +10,7 @@ from conversations.exchange import parse_export
 from conversations.models import AuditEvent, Conversation, Message
 from conversations.services.audit import audit_record
 from conversations.services.common import raise_if
+from conversations.services.quotas import conversation_quota_check
 
 # Rows per INSERT when copying many messages (fork, import): bounded memory per batch.
 BULK_BATCH = 1000
@@ -45,6 +46,7 @@ def conversation_fork(*, conversation: Conversation, at_seq: int) -> Conversatio
         )
     )
     with transaction.atomic():
+        conversation_quota_check(owner_id=conversation.owner_id)
         fork = Conversation.objects.create(
             owner_id=conversation.owner_id,
             title=conversation.title,
@@ -140,6 +142,7 @@ def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
     parsed = parse_export(document)
     data = parsed.conversation
     with transaction.atomic():
+        conversation_quota_check(owner_id=owner.pk)
         conversation = Conversation.objects.create(
             owner=owner,
             title=data.title,

@@ -20,6 +20,7 @@ from conversations.errors import Problem, ValidationFailed
 from conversations.models import Conversation, Message
 from conversations.payloads import message_payload
 from conversations.services.common import raise_if
+from conversations.services.quotas import message_quota_take
 
 TITLE_FROM_MESSAGE_CHARS = 80
 
@@ -102,12 +103,14 @@ def user_message_append(*, conversation: Conversation, content: str) -> Message:
 
     The notice (`[user edited the draft to: "..."]`) tells the model *that* the user changed
     the draft and *to what*; it is stored once per edit, so the model never sees a stale one.
-    The first user message also names an untitled conversation.
+    The first user message also names an untitled conversation. Raises QuotaExceeded
+    when the owner's daily message quota is used up (nothing is stored then).
     """
     raise_if(validation.content_problems(content))
     if not content.strip():
         raise ValidationFailed([Problem("$.content", "must not be empty")])
     with transaction.atomic():
+        message_quota_take(user_id=conversation.owner_id)
         locked = _locked(conversation)
         new = []
         if locked.draft_edited:

@@ -205,6 +205,22 @@ async def test_a_second_message_while_a_run_is_active_is_refused(conversation, o
     await ws.disconnect()
 
 
+async def test_a_message_over_the_daily_quota_gets_an_error_frame(conversation, owner, settings):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 1
+    await sync_to_async(services.user_message_append)(conversation=conversation, content="one")
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_json_to({"type": "message.create", "content": "two"})
+    error = await ws.receive_json_from(timeout=5)
+    assert error["type"] == "error"
+    assert error["code"] == "message_quota_exceeded"
+    assert "maximum of 1 messages" in error["message"]
+    assert await sync_to_async(conversation.messages.count)() == 1
+    assert not await sync_to_async(Run.objects.exists)()
+    await ws.send_json_to({"type": "ping"})  # the socket stays open
+    assert await ws.receive_json_from() == {"type": "pong"}
+    await ws.disconnect()
+
+
 async def test_run_cancel_ends_the_active_run(conversation, owner):
     ws = await connect_as(owner, conversation.pk)
     await ws.send_json_to({"type": "message.create", "content": "Hi"})

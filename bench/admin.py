@@ -1,0 +1,506 @@
+"""Admin benchmark: the moderation pages and bulk operations on a large database.
+
+Seeds 100,000 conversations owned by 1,000 users, with 1,000,000 messages, using COPY:
+100 "long" conversations of 10,000 messages each (user turns, assistant replies with
+token usage, tool calls and results, one completed run per user turn) and 99,900
+conversations holding only metadata, with activity spread over 90 days. Then, through the
+real admin (Django's test client, signed in as a superuser, DEBUG off), it measures:
+
+- the conversation changelist: default page, a deep page, a filter, searches (p50, p90);
+- the transcript's first page of a 10,000-message conversation (each view is audited);
+- the JSONL export action over the 100 long conversations (1,000,000 messages), run in
+  a child process so its peak RSS is its own: messages/s and peak RSS;
+- the delete action on those 100 conversations (confirmation skipped, audited).
+
+Everything runs as throwaway `bench-admin-*` users whose rows (and the audit events the
+benchmark wrote) are removed at the end, also on error.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley .venv/bin/python -m bench.admin
+"""
+
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timedelta
+from functools import partial
+from random import Random
+from typing import Any
+
+import django
+
+os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.local"
+# Time what production runs: without DEBUG's cursor wrapper keeping every SQL string.
+os.environ.setdefault("DEBUG", "false")
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, models  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import override_settings  # noqa: E402
+from django.urls import reverse  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from accounts.models import User  # noqa: E402
+from conversations import services  # noqa: E402
+from conversations.models import AuditEvent, Conversation, Message, Run  # noqa: E402
+
+USERS = 1_000
+CONVERSATIONS = 100_000
+LONG_CONVERSATIONS = 100
+LONG_MESSAGES = 10_000
+ACTIVITY_DAYS = 90
+REPEATS = 30
+TARGETS = {
+    "changelist_p50_ms": 300.0,
+    "transcript_p50_ms": 200.0,
+    "export_messages_per_s": 50_000.0,
+    "export_peak_rss_mb": 200.0,
+    "delete_s": 5.0,
+}
+CHANGELIST = reverse("admin:conversations_conversation_changelist")
+WORDS = [
+    "the",
+    "model",
+    "returned",
+    "a",
+    "summary",
+    "of",
+    "quarterly",
+    "revenue",
+    "and",
+    "asked",
+    "whether",
+    "the",
+    "draft",
+    "should",
+    "mention",
+    "churn",
+    "pricing",
+    "latency",
+    "growth",
+    "customers",
+    "reported",
+    "faster",
+    "replies",
+    "after",
+    "caching",
+]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=CONVERSATIONS)
+    parser.add_argument("--long", type=int, default=LONG_CONVERSATIONS)
+    parser.add_argument("--long-messages", type=int, default=LONG_MESSAGES)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
+    # Internal: the export measurement, run in a child process.
+    parser.add_argument("--export-child", metavar="JSON", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+# --- seeding with COPY -----------------------------------------------------------------
+
+
+def copy_rows(model: type[models.Model], rows: Iterable[dict[str, Any]]) -> int:
+    """COPY rows into the model's table; fields a row leaves out take their defaults."""
+    fields = model._meta.concrete_fields
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    table = connection.ops.quote_name(model._meta.db_table)
+    defaults = {f.attname: f.get_default() for f in fields}
+    json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
+    written = 0
+    connection.ensure_connection()
+    raw: Any = connection.connection
+    with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            values = []
+            for field in fields:
+                value = row.get(field.attname, defaults[field.attname])
+                if field.attname in json_fields and value is not None:
+                    value = json.dumps(value)
+                values.append(value)
+            copy.write_row(values)
+            written += 1
+    return written
+
+
+def texts(rng: Random, count: int, chars: int) -> list[str]:
+    out = []
+    for _ in range(count):
+        words: list[str] = []
+        while sum(len(w) + 1 for w in words) < chars:
+            words.append(rng.choice(WORDS))
+        out.append(" ".join(words).capitalize() + ".")
+    return out
+
+
+def long_conversation_rows(
+    conversation_id: uuid.UUID, size: int, end: datetime, rng: Random, pool: list[str]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """("message" | "run", row) for one long conversation: user turn, sometimes a tool call
+    and its result, then the assistant's reply with usage; a completed run per turn."""
+    seq = 0
+    start = end - timedelta(seconds=size * 30)
+    run_id: uuid.UUID | None = None
+
+    def message(**fields: Any) -> tuple[str, dict[str, Any]]:
+        nonlocal seq
+        seq += 1
+        at = start + timedelta(seconds=seq * 30)
+        return "message", {
+            "id": uuid.uuid4(),
+            "conversation_id": conversation_id,
+            "seq": seq,
+            "created_at": at,
+            "run_id": run_id,
+            **fields,
+        }
+
+    while seq < size:
+        run_id = None
+        user = message(role="user", content=rng.choice(pool))
+        yield user
+        run_id = uuid.uuid4()
+        at = user[1]["created_at"]
+        yield (
+            "run",
+            {
+                "id": run_id,
+                "conversation_id": conversation_id,
+                "trigger_message_id": user[1]["id"],
+                "status": Run.Status.COMPLETED,
+                "model": "gpt-4o-mini",
+                "iterations": 1,
+                "usage": {"prompt_tokens": 900, "completion_tokens": 120, "total_tokens": 1020},
+                "created_at": at,
+                "started_at": at,
+                "finished_at": at,
+                "updated_at": at,
+            },
+        )
+        if rng.random() < 0.2 and seq + 3 <= size:
+            call = f"call_{secrets.token_hex(6)}"
+            arguments = json.dumps({"expression": f"{rng.randint(1, 999)} * 1.2"})
+            yield message(
+                role="assistant",
+                tool_calls=[{"id": call, "name": "calculator", "arguments": arguments}],
+            )
+            yield message(role="tool", tool_call_id=call, name="calculator", content="42.0")
+        if seq < size:
+            yield message(
+                role="assistant",
+                content=rng.choice(pool),
+                usage={"prompt_tokens": 450, "completion_tokens": 60, "total_tokens": 510},
+            )
+
+
+def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list[uuid.UUID]]:
+    """Users, conversations, then the long conversations' messages and runs."""
+    root = User.objects.create_superuser(username=f"{prefix}root", password=secrets.token_hex())
+    User.objects.bulk_create(
+        [
+            User(username=f"{prefix}{i:04d}", email=f"{prefix}{i:04d}@example.com")
+            for i in range(USERS)
+        ]
+    )
+    owner_ids = list(
+        User.objects.filter(username__startswith=prefix, is_superuser=False).values_list(
+            "pk", flat=True
+        )
+    )
+    now = timezone.now()
+    titles = texts(rng, 500, 40)
+    long_ids = [uuid.uuid4() for _ in range(args.long)]
+
+    def conversations() -> Iterator[dict[str, Any]]:
+        for index in tqdm(range(args.conversations), desc="conversations", unit="conv"):
+            long = index < args.long
+            active = now - timedelta(seconds=rng.randint(0, ACTIVITY_DAYS * 86400))
+            yield {
+                "id": long_ids[index] if long else uuid.uuid4(),
+                "owner_id": owner_ids[index % len(owner_ids)],
+                "title": rng.choice(titles)[:80],
+                "system_prompt": "You are a concise assistant for a small analytics team.",
+                "model": "gpt-4o-mini" if index % 7 else "llama3.1:8b",
+                "message_count": args.long_messages if long else 0,
+                "created_at": active - timedelta(days=rng.randint(0, 30)),
+                "updated_at": active,
+                "last_activity_at": active,
+                "flagged": index % 500 == 0,
+                "flag_reason": "reported" if index % 500 == 0 else "",
+                "archived_at": active if index % 11 == 0 else None,
+            }
+
+    copy_rows(Conversation, conversations())
+
+    pool = texts(rng, 2000, 200)
+    runs: list[dict[str, Any]] = []
+
+    def messages() -> Iterator[dict[str, Any]]:
+        with tqdm(total=args.long * args.long_messages, desc="messages", unit="msg") as bar:
+            for conversation_id in long_ids:
+                for kind, row in long_conversation_rows(
+                    conversation_id, args.long_messages, now, rng, pool
+                ):
+                    if kind == "run":
+                        runs.append(row)
+                    else:
+                        bar.update()
+                        yield row
+
+    copy_rows(Message, messages())
+    copy_rows(Run, runs)
+    with connection.cursor() as cursor:
+        for model in (User, Conversation, Message, Run):
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
+    return root, long_ids
+
+
+# --- measurements ----------------------------------------------------------------------
+
+
+def timed_ms(operation: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    operation()
+    return (time.perf_counter() - started) * 1000
+
+
+def get_ok(client: Client, url: str) -> None:
+    response = client.get(url)
+    if response.status_code != 200:
+        raise RuntimeError(f"GET {url} answered {response.status_code}")
+
+
+def pages(client: Client, urls: dict[str, str], repeats: int) -> dict[str, list[float]]:
+    """Warm each page up twice, then time them round-robin (drift hits all alike)."""
+    for url in urls.values():
+        get_ok(client, url)
+        get_ok(client, url)
+    samples: dict[str, list[float]] = {name: [] for name in urls}
+    for _ in range(repeats):
+        for name, url in urls.items():
+            samples[name].append(timed_ms(partial(get_ok, client, url)))
+    return samples
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM). Not getrusage's ru_maxrss: on Linux a
+    child inherits its parent's figure through fork and exec, and the parent seeded."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def export_child(spec: str) -> None:
+    """In a fresh process: sign in, run the JSONL export action, read the whole stream."""
+    options = json.loads(spec)
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(User.objects.get(username=options["username"]))
+    baseline = peak_rss_mb()
+    started = time.perf_counter()
+    response = client.post(
+        CHANGELIST,
+        {"action": "export_jsonl", "_selected_action": options["ids"], "index": "0"},
+    )
+    size = lines = 0
+    chunks: Iterable[bytes] = getattr(response, "streaming_content", [])
+    for chunk in chunks:
+        size += len(chunk)
+        lines += chunk.count(b"\n")
+    seconds = time.perf_counter() - started
+    peak = peak_rss_mb()
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "bytes": size,
+                "lines": lines,
+                "baseline_mb": baseline,
+                "peak_mb": peak,
+            }
+        )
+    )
+
+
+def export_measure(root: User, ids: list[uuid.UUID]) -> dict[str, float]:
+    spec = json.dumps({"username": root.username, "ids": [str(i) for i in ids]})
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.admin", "--export-child", spec],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def p90(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=10, method="inclusive")[-1]
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def run(args: argparse.Namespace, prefix: str) -> None:
+    rng = Random(20241122)
+    started = time.perf_counter()
+    root, long_ids = seed(prefix, args, rng)
+    seed_s = time.perf_counter() - started
+    messages = args.long * args.long_messages
+    print(f"seeded {args.conversations:,} conversations, {messages:,} messages in {seed_s:.0f} s")
+
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(root)
+    some_owner = User.objects.filter(username__startswith=prefix, is_superuser=False).first()
+    assert some_owner is not None
+    target = long_ids[len(long_ids) // 2]
+    transcript = reverse("admin:conversations_conversation_transcript", args=[target])
+    last_page = -(-args.long_messages // 100)
+    deep = max(1, args.conversations // 200)
+    lists = pages(
+        client,
+        {
+            "changelist, first page": CHANGELIST,
+            f"changelist, page {deep:,}": f"{CHANGELIST}?p={deep}",
+            "changelist, filter flagged": f"{CHANGELIST}?flagged__exact=1",
+            "changelist, filter model + archived": f"{CHANGELIST}?model=llama3.1:8b&archived=no",
+            "changelist, search owner": f"{CHANGELIST}?q={some_owner.username}",
+            "changelist, search exact id": f"{CHANGELIST}?q={long_ids[3]}",
+            "changelist, search title word": f"{CHANGELIST}?q=revenue",
+            f"transcript page 1 ({args.long_messages:,} msgs)": transcript,
+            f"transcript page {last_page}": f"{transcript}?page={last_page}",
+            "message list (1M rows)": reverse("admin:conversations_message_changelist"),
+            "usage dashboard (30 days)": reverse("admin:conversations_conversation_usage"),
+        },
+        args.repeats,
+    )
+
+    export = export_measure(root, long_ids)
+    rate = messages / export["seconds"]
+
+    delete_started = time.perf_counter()
+    response = client.post(
+        CHANGELIST,
+        {
+            "action": "delete_selected",
+            "_selected_action": [str(i) for i in long_ids],
+            "apply": "yes",
+        },
+    )
+    delete_s = time.perf_counter() - delete_started
+    assert response.status_code == 302, response.status_code
+    left = Message.objects.filter(conversation_id__in=long_ids).count()
+    assert left == 0, left
+
+    label = database_label()
+    print(f"\nbench.admin on {label}, {os.cpu_count()} CPUs, repeats={args.repeats}\n")
+    print("| page | p50 ms | p90 ms |")
+    print("|---|---:|---:|")
+    for name, samples in lists.items():
+        print(f"| {name} | {p50(samples):.1f} | {p90(samples):.1f} |")
+    print()
+    print("| bulk operation | result |")
+    print("|---|---:|")
+    print(
+        f"| JSONL export, {messages:,} messages in {args.long} conversations "
+        f"| {export['seconds']:.1f} s, {rate:,.0f} messages/s, "
+        f"{export['bytes'] / 1e6:,.0f} MB |"
+    )
+    print(
+        f"| JSONL export, peak RSS of the process | {export['peak_mb']:.0f} MB "
+        f"(after start-up: {export['baseline_mb']:.0f} MB) |"
+    )
+    print(
+        f"| delete {args.long} conversations of {args.long_messages:,} messages "
+        f"| {delete_s:.2f} s |"
+    )
+    print()
+    first = lists["changelist, first page"]
+    checks = [
+        ("changelist p50", p50(first), TARGETS["changelist_p50_ms"], "ms", p50(first) <= 300),
+        (
+            "transcript first page p50",
+            p50(lists[f"transcript page 1 ({args.long_messages:,} msgs)"]),
+            TARGETS["transcript_p50_ms"],
+            "ms",
+            p50(lists[f"transcript page 1 ({args.long_messages:,} msgs)"])
+            <= TARGETS["transcript_p50_ms"],
+        ),
+    ]
+    for name, value, limit, unit, ok in checks:
+        print(f"{name}: {value:.1f} {unit} (target <= {limit:g} {unit}) {verdict(ok)}")
+    print(
+        f"JSONL export: {rate:,.0f} messages/s (target >= 50,000) "
+        f"{verdict(rate >= TARGETS['export_messages_per_s'])}"
+    )
+    print(
+        f"JSONL export peak RSS: {export['peak_mb']:.0f} MB (target <= 200 MB) "
+        f"{verdict(export['peak_mb'] <= TARGETS['export_peak_rss_mb'])}"
+    )
+    print(f"delete: {delete_s:.2f} s (target <= 5 s) {verdict(delete_s <= TARGETS['delete_s'])}")
+
+
+def database_label() -> str:
+    if connection.vendor != "postgresql":
+        return connection.display_name
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return f"PostgreSQL {cursor.fetchone()[0]}"
+
+
+def cleanup(prefix: str) -> None:
+    users = User.objects.filter(username__startswith=prefix)
+    ids = list(users.values_list("pk", flat=True))
+    services.conversations_delete(actor=None, queryset=Conversation.objects.filter(owner__in=ids))
+    AuditEvent.objects.filter(owner_id__in=ids).delete()
+    users.delete()
+
+
+# DEBUG is off, so the manifest storage would want collectstatic; pages only need URLs.
+PLAIN_STATIC = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+
+def main() -> None:
+    args = parse_args()
+    if args.export_child:
+        with override_settings(STORAGES=PLAIN_STATIC):
+            export_child(args.export_child)
+        return
+    if connection.vendor != "postgresql" and not args.allow_sqlite:
+        sys.exit("bench.admin measures PostgreSQL; set DATABASE_URL (or pass --allow-sqlite)")
+    call_command("migrate", verbosity=0)
+    prefix = f"bench-admin-{secrets.token_hex(3)}-"
+    # Deletes notify open sockets through the channel layer, as in production.
+    from tests.redis_server import redis_start
+
+    _, redis_stop = redis_start()
+    try:
+        with override_settings(STORAGES=PLAIN_STATIC):
+            run(args, prefix)
+    finally:
+        print("\ncleaning up…", file=sys.stderr)
+        cleanup(prefix)
+        redis_stop()
+
+
+if __name__ == "__main__":
+    main()

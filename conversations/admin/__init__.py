@@ -1,0 +1,11 @@
+"""The Django admin for moderators: conversations, transcripts (audited), messages, runs,
+the audit trail and the usage dashboard.
+
+Who sees what: staff with a model's view permission see its metadata; message text
+(transcripts, the message admin's content, exports) needs the separate
+`conversations.view_transcript` permission, and every reading of it is audited.
+"""
+
+from conversations.admin import conversations, records
+
+__all__ = ["conversations", "records"]
