@@ -155,9 +155,21 @@ class _Line:
         return len(text)
 
 
+# A cell starting with one of these is a formula to a spreadsheet: content written by a
+# user or a model could run one in the moderator's spreadsheet (CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(text: str) -> str:
+    """User-controlled text made inert for spreadsheets: a leading apostrophe, which
+    spreadsheets show as plain text (OWASP's advice for CSV injection)."""
+    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
+
+
 def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
     """Every message of the selection, one row each. The csv module quotes fields holding
-    commas, quotes or line breaks, so multi-line content survives a spreadsheet."""
+    commas, quotes or line breaks, so multi-line content survives a spreadsheet; text
+    that would start a formula is neutralised (csv_cell)."""
     fields = (
         "seq",
         "role",
@@ -181,14 +193,14 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
                 writer.writerow(
                     [
                         conversation.pk,
-                        conversation.title,
+                        csv_cell(conversation.title),
                         conversation.owner_id,
                         seq,
                         role,
                         kind,
                         name,
                         call_id,
-                        content,
+                        csv_cell(content),
                         json.dumps(calls, ensure_ascii=False) if calls else "",
                         at.isoformat(),
                         run_id or "",

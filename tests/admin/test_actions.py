@@ -263,6 +263,21 @@ def test_csv_export_escapes_commas_quotes_and_newlines(reader, owner):
     assert rows[0]["seq"] == "1"
 
 
+def test_csv_export_neutralises_spreadsheet_formulas(reader, owner):
+    conversation = services.conversation_create(owner=owner, title="=HYPERLINK(1)")
+    services.user_message_append(conversation=conversation, content='=cmd|" /C calc"!A0')
+    services.user_message_append(conversation=conversation, content="- a plain list item")
+    services.user_message_append(conversation=conversation, content="2 + 2 = 4")
+    response = act(client_for(reader), "export_csv", [conversation])
+    rows = list(csv.DictReader(io.StringIO(streamed(response).decode(), newline="")))
+    assert [row["content"] for row in rows] == [
+        '\'=cmd|" /C calc"!A0',
+        "'- a plain list item",
+        "2 + 2 = 4",
+    ]
+    assert rows[0]["conversation_title"] == "'=HYPERLINK(1)"
+
+
 def test_exports_need_the_transcript_permission(moderator, baking):
     client = client_for(moderator)
     for action in ["export_json_zip", "export_jsonl", "export_markdown_zip", "export_csv"]:
