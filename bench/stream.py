@@ -215,7 +215,7 @@ def run_batch(owner: User, row: Row, readers: Readers, log: ChunkLog, *, measure
         run.refresh_from_db()
         xlen = client.xlen(events.stream_key(run.id))
         if run.status != Run.Status.COMPLETED or run.started_at is None:
-            problem = f"run ended {run.status}"
+            problem = f"run ended {run.status} {run.error or ''}"
         elif len(received) != xlen:
             problem = f"read {len(received)} events of {xlen}"
         else:
