@@ -25,8 +25,9 @@ from django.conf import settings
 from django.core import signing
 
 from accounts.models import User
-from conversations import context
+from conversations import context, validation
 from conversations.context import HistoryMessage
+from conversations.errors import ValidationFailed
 from conversations.llm import provider_get
 from conversations.llm.base import StreamAccumulator
 from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
@@ -171,6 +172,13 @@ def stateless_chat(
     """Run the tool loop over the state's history plus `messages` and return the reply and
     the new state. `messages` are `{role, content}` with role user, assistant or system and
     at least one non-system message (the caller validates that)."""
+    problems = validation.system_prompt_problems(system, path="$.system")
+    for index, message in enumerate(messages):
+        problems += validation.content_problems(
+            message["content"], path=f"$.messages[{index}].content"
+        )
+    if problems:
+        raise ValidationFailed(problems)
     provider = provider_get()
     history: list[dict[str, Any]] = []
     reset = None
