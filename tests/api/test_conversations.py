@@ -1,5 +1,7 @@
 """Conversations over the API: create/read/update/delete, pages, limits, query counts."""
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -57,7 +59,7 @@ def test_conversation_pages_follow_newest_activity_without_gaps(api, owner):
     for i in range(7):
         conversation = services.conversation_create(owner=owner, title=f"c{i}")
         Conversation.objects.filter(pk=conversation.pk).update(
-            last_activity_at=base - timezone.timedelta(minutes=i)
+            last_activity_at=base - timedelta(minutes=i)
         )
         ids.append(str(conversation.pk))
     seen = []
