@@ -202,7 +202,7 @@ def search_hits(*, user: User, q: str, limit: int = 20) -> list[SearchHit]:
 
     query = SearchQuery(q, search_type="websearch", config=SEARCH_CONFIG)
     vector = RawSQL(
-        f'"{Message._meta.db_table}"."search_vector"', (), output_field=SearchVectorField()
+        f'"{Message._meta.db_table}"."search_vector"', [], output_field=SearchVectorField()
     )
     start, stop = HIGHLIGHT
     rows = list(
