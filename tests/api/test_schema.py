@@ -33,7 +33,8 @@ def test_the_schema_is_valid_openapi_3_with_every_endpoint():
             if method == "parameters":
                 continue
             assert operation.get("summary"), (method, path)
-            assert "400" in operation["responses"] and "404" in operation["responses"]
+            assert "400" in operation["responses"]
+            assert "404" in operation["responses"]
             if method == "post":
                 names = [p["name"] for p in operation.get("parameters", [])]
                 assert "Idempotency-Key" in names, path
@@ -46,7 +47,9 @@ def test_the_docs_page_renders_without_any_cdn():
     assert "swagger-ui" in page.lower()
     assert "/api/schema/" in page
     # Served from the bundled static files: the docs work without internet access.
-    assert "cdn." not in page and "unpkg" not in page and "jsdelivr" not in page
+    assert "cdn." not in page
+    assert "unpkg" not in page
+    assert "jsdelivr" not in page
 
 
 # Loaded from /api/schema/ as served by the app in this process (no database needed).
