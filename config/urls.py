@@ -16,5 +16,6 @@ urlpatterns = [
 ]
 
 # JSON for /api/ paths, Django's pages elsewhere (used when DEBUG is off).
+handler400 = "conversations.api.errors.bad_request"
 handler404 = "conversations.api.errors.not_found"
 handler500 = "conversations.api.errors.server_error"

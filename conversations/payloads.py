@@ -55,3 +55,22 @@ def conversation_payload(conversation: Conversation) -> dict[str, Any]:
         "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id else None,
         "forked_at_seq": conversation.forked_at_seq,
     }
+
+
+def message_row_payload(row: dict[str, Any]) -> dict[str, Any]:
+    """`message_payload` from a `selectors.MESSAGE_FIELDS` row instead of an instance."""
+    return {
+        "id": str(row["id"]),
+        "seq": row["seq"],
+        "role": row["role"],
+        "kind": row["kind"],
+        "content": row["content"],
+        "tool_calls": row["tool_calls"],
+        "tool_call_id": row["tool_call_id"] or None,
+        "name": row["name"] or None,
+        "created_at": row["created_at"].isoformat(),
+        "run_id": str(row["run_id"]) if row["run_id"] else None,
+        "usage": row["usage"],
+        "provider_payload": row["provider_payload"],
+        "conversation_id": str(row["conversation_id"]),
+    }

@@ -144,6 +144,12 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse(error_body("bad_request", "Bad request."), status=400)
+    return defaults.bad_request(request, exception)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse(

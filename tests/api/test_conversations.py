@@ -253,3 +253,20 @@ def test_an_import_over_the_size_limit_is_413(api, settings):
         "/api/v1/conversations/import/", b"{" + b" " * 100 + b"}", content_type="application/json"
     )
     assert response.status_code == 413
+
+
+def test_message_pages_have_the_same_shape_as_every_other_message_payload(api, conversation):
+    from conversations.payloads import message_payload
+
+    stored = services.message_append(
+        conversation=conversation,
+        message=services.NewMessage(
+            role="assistant",
+            content="Let me check.",
+            tool_calls=[{"id": "call_1", "name": "calculator", "arguments": '{"x": 1}'}],
+            usage={"total_tokens": 3},
+            provider_payload={"finish_reason": "tool_calls"},
+        ),
+    )
+    page = api.get(f"/api/v1/conversations/{conversation.pk}/messages/").json()
+    assert page["results"] == [message_payload(stored)]

@@ -21,7 +21,12 @@ from conversations.api.base import ApiView, idempotent, int_param, page_response
 from conversations.api.errors import ApiError
 from conversations.api.throttles import ModelThrottle
 from conversations.models import Conversation
-from conversations.payloads import conversation_payload, message_payload, run_payload
+from conversations.payloads import (
+    conversation_payload,
+    message_payload,
+    message_row_payload,
+    run_payload,
+)
 
 CONVERSATION_EXAMPLE = OpenApiExample(
     "Create",
@@ -154,12 +159,12 @@ class MessageListView(ApiView):
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
         limit = min(int_param(request, "limit", 50, minimum=1), selectors.MAX_PAGE)
-        page = selectors.message_page(
+        page = selectors.message_rows_page(
             conversation=conversation, after=int_param(request, "after", 0), limit=limit
         )
         return page_response(
             request,
-            [message_payload(m) for m in page.items],
+            [message_row_payload(row) for row in page.items],
             {"after": page.next_cursor, "limit": limit} if page.next_cursor else None,
         )
 
