@@ -144,9 +144,11 @@ def build(user: User, rng: Random, big_size: int, total: int) -> tuple[Conversat
     big = conversations[0]
     words = vocabulary(rng)
     texts = Texts(rng, words)
-    rest = total - big_size
-    per_other = rest // (CONVERSATIONS - 1)
-    sizes = {big.pk: big_size} | {c.pk: per_other for c in conversations[1:]}
+    others = conversations[1:]
+    per_other, extra = divmod(total - big_size, len(others))
+    sizes = {big.pk: big_size} | {
+        c.pk: per_other + (1 if i < extra else 0) for i, c in enumerate(others)
+    }
     start = now - timedelta(days=30)
 
     def rows() -> Any:

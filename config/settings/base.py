@@ -213,6 +213,8 @@ PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
 PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
 # Largest request body outside import (which has PARLEY_IMPORT_MAX_BYTES).
 PARLEY_API_MAX_BODY_BYTES = env_int("PARLEY_API_MAX_BODY_BYTES", 1024 * 1024)
+# Search ranks at most this many of the newest matches (bounds the cost of common words).
+PARLEY_SEARCH_CANDIDATES = env_int("PARLEY_SEARCH_CANDIDATES", 1000)
 # How long `POST chat/` waits for the reply before answering 202 with the run.
 PARLEY_CHAT_WAIT_SECONDS = env_int("PARLEY_CHAT_WAIT_SECONDS", 60)
 # Idempotency keys are remembered per user this long; a request still unanswered after

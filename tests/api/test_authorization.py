@@ -183,3 +183,22 @@ def test_methods_not_documented_answer_405_in_json(world, path):
         response = getattr(client, other)(_url(path, world))
         assert response.status_code == 405, (other, path)
         assert error_of(response)["code"] == "method_not_allowed"
+
+
+def test_the_first_key_can_be_made_with_username_and_password_only_there(owner):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Basic " + _basic("alice", "pw-alice-123"))
+    created = client.post("/api/v1/api-keys/", {"name": "cli"}, format="json")
+    assert created.status_code == 201
+    assert created.json()["key"].startswith("prl_")
+    # A password is no way into anything else.
+    assert client.get("/api/v1/conversations/").status_code == 401
+    wrong = APIClient()
+    wrong.credentials(HTTP_AUTHORIZATION="Basic " + _basic("alice", "wrong"))
+    assert wrong.post("/api/v1/api-keys/", {"name": "x"}, format="json").status_code == 401
+
+
+def _basic(username: str, password: str) -> str:
+    import base64
+
+    return base64.b64encode(f"{username}:{password}".encode()).decode()

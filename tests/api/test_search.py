@@ -78,3 +78,12 @@ def test_sqlite_matches_substrings_case_insensitively(api, conversation):
     results = api.get("/api/v1/search/?q=KEEP").json()["results"]
     assert [r["rank"] for r in results] == [None]
     assert "**keep**" in results[0]["snippet"]
+
+
+@on_postgresql
+def test_postgresql_ranks_only_the_newest_matches_of_a_common_word(api, conversation, settings):
+    settings.PARLEY_SEARCH_CANDIDATES = 2
+    say(conversation, "cats cats cats cats", "a cat", "one cat")
+    results = api.get("/api/v1/search/?q=cat").json()["results"]
+    # The oldest (and best) match is past the newest two, so it is not ranked at all.
+    assert sorted(r["seq"] for r in results) == [2, 3]

@@ -1,11 +1,13 @@
 """Search, the tool catalog and API keys."""
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import authentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts import selectors as account_selectors
 from accounts import services as account_services
+from accounts.authentication import ApiKeyAuthentication
 from accounts.models import ApiKey
 from conversations import selectors
 from conversations.api import serializers as s
@@ -73,6 +75,14 @@ def _key(api_key: ApiKey) -> dict[str, object]:
 
 
 class ApiKeyListView(ApiView):
+    # Also username and password here (only here): a program's first key can then be made
+    # with plain curl, without a browser session. Everywhere else takes the key itself.
+    authentication_classes = [
+        ApiKeyAuthentication,
+        authentication.SessionAuthentication,
+        authentication.BasicAuthentication,
+    ]
+
     @extend_schema(
         operation_id="api_keys_list", summary="List your API keys", responses=s.ApiKeyPage
     )
