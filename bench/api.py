@@ -21,6 +21,7 @@ import io
 import os
 import platform
 import secrets
+import signal
 import statistics
 import sys
 import time
@@ -228,8 +229,15 @@ def measure(
     return Result(name, timings, len(executed), detail)
 
 
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 def main() -> None:
     args = parse_args()
+    # Stopping the benchmark (Ctrl-C, a timeout, kill) still runs the cleanup below.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     if connection.vendor != "postgresql":
         sys.exit("bench.api measures PostgreSQL's search: set DATABASE_URL to a PostgreSQL URL")
     call_command("migrate", verbosity=0)

@@ -236,9 +236,7 @@ def search_hits(*, user: User, q: str, limit: int = 20) -> list[SearchHit]:
     )
 
     query = SearchQuery(q, search_type="websearch", config=SEARCH_CONFIG)
-    vector = RawSQL(
-        f'"{Message._meta.db_table}"."search_vector"', [], output_field=SearchVectorField()
-    )
+    vector = RawSQL("search_vector", [], output_field=SearchVectorField())
     # Ranking reads every candidate's vector, so a common word (a tenth of all messages)
     # would cost a rank per match; the newest PARLEY_SEARCH_CANDIDATES matches are ranked
     # instead, found by walking the created_at index backwards.

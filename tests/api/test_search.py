@@ -1,8 +1,11 @@
 """GET search/: own messages only; full-text and ranked on PostgreSQL, a plain
 case-insensitive match on SQLite."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from conversations import services
 
@@ -15,9 +18,14 @@ on_sqlite = pytest.mark.skipif(connection.vendor != "sqlite", reason="the SQLite
 
 
 def say(conversation, *texts):
+    """Store `texts` in order, a second apart (so "newest" is well defined)."""
+    start = timezone.now() - timedelta(hours=1)
     services.messages_append(
         conversation=conversation,
-        messages=[services.NewMessage(role="user", content=text) for text in texts],
+        messages=[
+            services.NewMessage(role="user", content=text, created_at=start + timedelta(seconds=i))
+            for i, text in enumerate(texts)
+        ],
     )
 
 
