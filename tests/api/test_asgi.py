@@ -1,8 +1,11 @@
 """The running app is ASGI (Daphne): the paths that behave differently there."""
 
+from typing import cast
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
+from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from conversations import services
@@ -23,8 +26,9 @@ async def test_an_export_streams_asynchronously_under_asgi(owner, conversation):
     )
     client = AsyncClient()
     await client.aforce_login(owner)
-    response = await client.get(f"/api/v1/conversations/{conversation.pk}/export/?format=jsonl")
-    assert response.status_code == 200
+    got = await client.get(f"/api/v1/conversations/{conversation.pk}/export/?format=jsonl")
+    assert got.status_code == 200
+    response = cast(StreamingHttpResponse, got)
     assert response.is_async  # served chunk by chunk, not read into memory first
     body = b"".join([chunk async for chunk in response.streaming_content])
     assert body.count(b'"role": "user"') == 250
