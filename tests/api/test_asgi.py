@@ -1,5 +1,6 @@
 """The running app is ASGI (Daphne): the paths that behave differently there."""
 
+from collections.abc import AsyncIterator
 from typing import cast
 
 import pytest
@@ -30,7 +31,8 @@ async def test_an_export_streams_asynchronously_under_asgi(owner, conversation):
     assert got.status_code == 200
     response = cast(StreamingHttpResponse, got)
     assert response.is_async  # served chunk by chunk, not read into memory first
-    body = b"".join([chunk async for chunk in response.streaming_content])
+    chunks = cast(AsyncIterator[bytes], response.streaming_content)
+    body = b"".join([chunk async for chunk in chunks])
     assert body.count(b'"role": "user"') == 250
 
 
