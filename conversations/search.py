@@ -2,25 +2,23 @@
 
 from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connection
-from django.db.models import F, Func, QuerySet
+from django.db.models import QuerySet
+from django.db.models.expressions import RawSQL
 
 from conversations.models import Message
 
-
-class ContentVector(Func):
-    """`to_tsvector('simple', content)`: the exact expression of the message_content_fts
-    GIN index (migration 0004), so the planner answers searches from the index. The
-    'simple' configuration does no stemming, which suits text in any language."""
-
-    template = "to_tsvector('simple'::regconfig, %(expressions)s)"
-    output_field = SearchVectorField()
+# The same configuration as the stored `search_vector` column (migration 0005).
+SEARCH_CONFIG = "english"
 
 
 def messages_matching(queryset: QuerySet[Message], text: str) -> QuerySet[Message]:
+    """Messages whose content matches `text` (web-search syntax on PostgreSQL, through the
+    GIN-indexed `search_vector` column; a case-insensitive substring elsewhere)."""
     text = text.strip()
     if not text:
         return queryset
     if connection.vendor != "postgresql":
         return queryset.filter(content__icontains=text)
-    query = SearchQuery(text, config="simple", search_type="websearch")
-    return queryset.alias(fts=ContentVector(F("content"))).filter(fts=query)
+    query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+    vector = RawSQL("conversations_message.search_vector", [], output_field=SearchVectorField())
+    return queryset.alias(fts=vector).filter(fts=query)

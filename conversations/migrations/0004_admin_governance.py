@@ -4,25 +4,6 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-# Full-text search over message content (the message admin's search). PostgreSQL only:
-# SQLite falls back to a substring match, so there is nothing to index there. The
-# expression must stay identical to conversations.search.ContentVector for the planner
-# to use the index.
-FTS_INDEX = (
-    "CREATE INDEX IF NOT EXISTS message_content_fts ON conversations_message "
-    "USING gin (to_tsvector('simple'::regconfig, content))"
-)
-
-
-def fts_index_create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FTS_INDEX)
-
-
-def fts_index_drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute("DROP INDEX IF EXISTS message_content_fts")
-
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -73,5 +54,4 @@ class Migration(migrations.Migration):
                 fields=("user", "day"), name="daily_message_count_unique"
             ),
         ),
-        migrations.RunPython(fts_index_create, fts_index_drop),
     ]
