@@ -34,3 +34,30 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class IdempotencyRecord(models.Model):
+    """One `Idempotency-Key` a user sent with a POST, and the answer it got.
+
+    While `completed_at` is empty the first request is still being handled (a repeat gets
+    409); afterwards a repeat with the same body gets the stored answer again, and a repeat
+    with another body gets 422. Kept for PARLEY_IDEMPOTENCY_TTL_SECONDS.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # SHA-256 of method, path and body: the same key with another request is a client bug.
+    fingerprint = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    body = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key"], name="idempotency_unique_key"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id}:{self.key}"

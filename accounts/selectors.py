@@ -1,5 +1,7 @@
 """Reads for accounts."""
 
+from uuid import UUID
+
 from accounts.models import ApiKey, User
 from accounts.services import KEY_PREFIX, api_key_hash, api_key_mark_used
 
@@ -25,3 +27,17 @@ def user_for_authorization(*, header: str) -> User | None:
         return None
     api_key_mark_used(api_key=api_key)
     return api_key.owner
+
+
+def api_key_list(*, owner: User) -> list[ApiKey]:
+    """The user's keys, newest first, revoked ones included (they show when and which)."""
+    return list(ApiKey.objects.filter(owner=owner).order_by("-created_at"))
+
+
+def api_key_get(*, owner: User, key_id: object) -> ApiKey:
+    """The user's key, or ApiKey.DoesNotExist (also for another user's key or a bad id)."""
+    try:
+        key = UUID(str(key_id))
+    except ValueError:
+        raise ApiKey.DoesNotExist from None
+    return ApiKey.objects.get(pk=key, owner=owner)

@@ -1,12 +1,15 @@
-"""Writes for accounts: API key issue, use and revocation."""
+"""Writes for accounts: API key issue, use and revocation; idempotency keys."""
 
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import Any
 
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import ApiKey, User
+from accounts.models import ApiKey, IdempotencyRecord, User
 
 KEY_PREFIX = "prl"
 # Recording every request's use would turn each API read into a write; a minute is
@@ -45,3 +48,67 @@ def api_key_mark_used(*, api_key: ApiKey) -> None:
     if api_key.last_used_at is None or now - api_key.last_used_at >= LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+
+
+# --- Idempotency-Key -------------------------------------------------------------------
+
+IDEMPOTENCY_KEY_MAX = 255
+
+
+class IdempotencyInFlight(Exception):
+    """The first request with this key has not been answered yet."""
+
+
+class IdempotencyKeyReused(Exception):
+    """The key was used before with a different request."""
+
+
+def idempotency_begin(*, owner: User, key: str, fingerprint: str) -> IdempotencyRecord:
+    """Claim `key` for a request, committed at once so a concurrent repeat sees the claim.
+
+    Returns the record: with `completed_at` set it holds the answer to replay; without it
+    the caller now owns the key and must `idempotency_complete` or `idempotency_release` it.
+    Raises IdempotencyInFlight or IdempotencyKeyReused.
+    """
+    if not key or len(key) > IDEMPOTENCY_KEY_MAX or not key.isprintable() or not key.isascii():
+        raise ValueError(f"must be 1 to {IDEMPOTENCY_KEY_MAX} printable ASCII characters")
+    now = timezone.now()
+    expired = now - timedelta(seconds=settings.PARLEY_IDEMPOTENCY_TTL_SECONDS)
+    # Expired keys are forgotten here, per user, so no periodic job is needed.
+    IdempotencyRecord.objects.filter(owner=owner, created_at__lt=expired).delete()
+    for _attempt in range(3):
+        try:
+            with transaction.atomic():
+                return IdempotencyRecord.objects.create(
+                    owner=owner, key=key, fingerprint=fingerprint
+                )
+        except IntegrityError:
+            existing = IdempotencyRecord.objects.filter(owner=owner, key=key).first()
+        if existing is None:
+            continue  # released meanwhile: claim it again
+        if existing.fingerprint != fingerprint:
+            raise IdempotencyKeyReused
+        if existing.completed_at is not None:
+            return existing
+        stale = now - timedelta(seconds=settings.PARLEY_IDEMPOTENCY_LOCK_SECONDS)
+        # A claim this old belongs to a request that died without answering: take it over.
+        if existing.created_at < stale and IdempotencyRecord.objects.filter(
+            pk=existing.pk, completed_at__isnull=True, created_at=existing.created_at
+        ).update(created_at=now):
+            existing.created_at = now
+            return existing
+        raise IdempotencyInFlight
+    raise IdempotencyInFlight
+
+
+def idempotency_complete(*, record: IdempotencyRecord, status_code: int, body: Any) -> None:
+    """Store the answer that repeats of this request will get."""
+    record.completed_at = timezone.now()
+    record.status_code = status_code
+    record.body = body
+    record.save(update_fields=["completed_at", "status_code", "body"])
+
+
+def idempotency_release(*, record: IdempotencyRecord) -> None:
+    """Forget the claim (the request failed), so the client may retry with the same key."""
+    IdempotencyRecord.objects.filter(pk=record.pk, completed_at__isnull=True).delete()

@@ -1,9 +1,21 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from conversations.api.errors import api_not_found
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("conversations.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    re_path(r"^api/", api_not_found),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]
+
+# JSON for /api/ paths, Django's pages elsewhere (used when DEBUG is off).
+handler400 = "conversations.api.errors.bad_request"
+handler404 = "conversations.api.errors.not_found"
+handler500 = "conversations.api.errors.server_error"

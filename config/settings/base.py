@@ -26,6 +26,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "accounts",
     "conversations",
 ]
@@ -152,13 +154,69 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# Throttle counters live in the cache, so they must be shared by every web process.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "parley:cache",
+    }
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["conversations.api.throttles.UserThrottle"],
+    "EXCEPTION_HANDLER": "conversations.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # `?format=` selects the export format, not a renderer.
+    "URL_FORMAT_OVERRIDE": None,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Parley API",
+    "DESCRIPTION": (
+        "Conversations, messages, runs and their events, search, export/import and API keys. "
+        "Authenticate with a session cookie or `Authorization: Bearer <key>`. Every error is "
+        '`{"error": {"code", "message", "details"?}}`; every POST honours `Idempotency-Key`.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "conversations.api.schema.postprocess",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "conversations.models.RunStatus",
+        "MessageRoleEnum": "conversations.models.MessageRole",
+    },
+}
+
+# --- REST API limits ----------------------------------------------------------------------
+# Requests per user and minute (DRF rate syntax: "<n>/<second|minute|hour|day>").
+PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
+# Requests that make the model work (messages, chat, stateless chat) have their own budget.
+PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
+# Largest request body outside import (which has PARLEY_IMPORT_MAX_BYTES).
+PARLEY_API_MAX_BODY_BYTES = env_int("PARLEY_API_MAX_BODY_BYTES", 1024 * 1024)
+# Search ranks at most this many of the newest matches (bounds the cost of common words).
+PARLEY_SEARCH_CANDIDATES = env_int("PARLEY_SEARCH_CANDIDATES", 1000)
+# How long `POST chat/` waits for the reply before answering 202 with the run.
+PARLEY_CHAT_WAIT_SECONDS = env_int("PARLEY_CHAT_WAIT_SECONDS", 60)
+# Idempotency keys are remembered per user this long; a request still unanswered after
+# PARLEY_IDEMPOTENCY_LOCK_SECONDS (a crashed process) no longer blocks a retry.
+PARLEY_IDEMPOTENCY_TTL_SECONDS = env_int("PARLEY_IDEMPOTENCY_TTL_SECONDS", 24 * 3600)
+PARLEY_IDEMPOTENCY_LOCK_SECONDS = env_int("PARLEY_IDEMPOTENCY_LOCK_SECONDS", 300)
 
 LOGGING = {
     "version": 1,
@@ -185,6 +243,9 @@ PARLEY_MAX_DRAFT_CHARS = env_int("PARLEY_MAX_DRAFT_CHARS", 100_000)
 PARLEY_MAX_SYSTEM_PROMPT_CHARS = env_int("PARLEY_MAX_SYSTEM_PROMPT_CHARS", 32_000)
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 20 * 1024 * 1024)
 PARLEY_IMPORT_MAX_MESSAGES = env_int("PARLEY_IMPORT_MAX_MESSAGES", 100_000)
+# Django refuses larger bodies before any view runs; the API applies tighter limits per
+# endpoint, so this only needs to let an import of the largest allowed size through.
+DATA_UPLOAD_MAX_MEMORY_SIZE = PARLEY_IMPORT_MAX_BYTES + 64 * 1024
 # --- The tool loop -----------------------------------------------------------------------
 # A step holds its run's lease this long and renews it while it works; a lease left to
 # expire (killed worker) lets the watchdog hand the run to another worker.

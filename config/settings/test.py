@@ -23,6 +23,8 @@ if not env_str("REDIS_URL"):
     # Until a test asks for the real server (the `redis_url` fixture switches to it),
     # notifications go nowhere instead of to a server that isn't running.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Throttle counters: per process is enough for tests (and needs no server).
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Async code reaches the database from a pool of helper threads; closing each
 # connection after use keeps none of them open when the test database is dropped.

@@ -1,7 +1,58 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from conversations.api import sse
+from conversations.api import schema, sse
+from conversations.api.errors import api_not_found
+from conversations.api.views import chat, conversations, misc, runs
+
+# Imported for its side effect: the schema learns the API-key authentication.
+__all__ = ["schema", "urlpatterns"]
 
 urlpatterns = [
+    path("conversations/", conversations.ConversationListView.as_view(), name="conversations"),
+    path(
+        "conversations/import/",
+        conversations.ImportView.as_view(),
+        name="conversation-import",
+    ),
+    path(
+        "conversations/<str:conversation_id>/",
+        conversations.ConversationDetailView.as_view(),
+        name="conversation",
+    ),
+    path(
+        "conversations/<str:conversation_id>/messages/",
+        conversations.MessageListView.as_view(),
+        name="conversation-messages",
+    ),
+    path(
+        "conversations/<str:conversation_id>/events/",
+        conversations.ContextEventView.as_view(),
+        name="conversation-events",
+    ),
+    path(
+        "conversations/<str:conversation_id>/draft/",
+        conversations.DraftView.as_view(),
+        name="conversation-draft",
+    ),
+    path(
+        "conversations/<str:conversation_id>/fork/",
+        conversations.ForkView.as_view(),
+        name="conversation-fork",
+    ),
+    path(
+        "conversations/<str:conversation_id>/export/",
+        conversations.ExportView.as_view(),
+        name="conversation-export",
+    ),
+    path("runs/<str:run_id>/", runs.RunDetailView.as_view(), name="run"),
+    path("runs/<str:run_id>/cancel/", runs.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", sse.run_events, name="run-events"),
+    path("search/", misc.SearchView.as_view(), name="search"),
+    path("chat/", chat.ChatView.as_view(), name="chat"),
+    path("stateless/chat/", chat.StatelessChatView.as_view(), name="stateless-chat"),
+    path("api-keys/", misc.ApiKeyListView.as_view(), name="api-keys"),
+    path("api-keys/<str:key_id>/", misc.ApiKeyDetailView.as_view(), name="api-key"),
+    path("tools/", misc.ToolListView.as_view(), name="tools"),
+    # Anything else under /api/v1/ is a JSON 404, never an HTML page.
+    re_path(r"^.*$", api_not_found),
 ]

@@ -4,6 +4,7 @@ Split by subject; import them from here.
 """
 
 from conversations.services.audit import audit_record
+from conversations.services.chat import chat_start
 from conversations.services.common import UNSET
 from conversations.services.conversations import (
     conversation_create,
@@ -27,6 +28,7 @@ __all__ = [
     "UNSET",
     "NewMessage",
     "audit_record",
+    "chat_start",
     "context_event_add",
     "conversation_create",
     "conversation_delete",

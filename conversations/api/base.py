@@ -1,0 +1,203 @@
+"""What every API view shares: body limits, JSON pages, Idempotency-Key, async views."""
+
+import functools
+import hashlib
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts import services as account_services
+from conversations.api.errors import ApiError
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ApiView(APIView):
+    """A DRF view with a request body limit."""
+
+    def body_limit(self) -> int:
+        limit: int = settings.PARLEY_API_MAX_BODY_BYTES
+        return limit
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        limit = self.body_limit()
+        if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
+            raise ApiError(
+                413,
+                "request_too_large",
+                f"The request body is {len(request.body)} bytes; the limit is {limit}.",
+            )
+
+
+class AsyncApiView(ApiView):
+    """An APIView whose handlers are coroutines: authentication, permissions, throttles and
+    the body limit run in a thread, then the handler awaits without holding one."""
+
+    view_is_async = True
+
+    async def dispatch(  # type: ignore[override]
+        self, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
+        self.args, self.kwargs = args, kwargs
+        drf_request = self.initialize_request(request, *args, **kwargs)
+        self.request = drf_request
+        self.headers = self.default_response_headers
+        try:
+            await sync_to_async(self.initial)(drf_request, *args, **kwargs)
+            method = (drf_request.method or "").lower()
+            handler = getattr(self, method, None) if method in self.http_method_names else None
+            if handler is None or not inspect.iscoroutinefunction(handler):
+                self.http_method_not_allowed(drf_request, *args, **kwargs)
+            response = await handler(drf_request, *args, **kwargs)  # type: ignore[misc]
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(drf_request, response, *args, **kwargs)
+        return self.response
+
+    async def options(  # type: ignore[override]
+        self, request: Request, *args: Any, **kwargs: Any
+    ) -> Response:
+        return super().options(request, *args, **kwargs)
+
+
+# --- pages -----------------------------------------------------------------------------
+
+
+def page_response(
+    request: Request, results: list[Any], next_params: dict[str, Any] | None
+) -> Response:
+    """`{"results": [...], "next": <url or null>}`; `next` keeps the request's other
+    query parameters and replaces the cursor ones."""
+    next_url = None
+    if next_params is not None:
+        params = dict(request.query_params.items())
+        params.update({key: str(value) for key, value in next_params.items()})
+        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
+    return Response({"results": results, "next": next_url})
+
+
+def int_param(request: Request, name: str, default: int, *, minimum: int = 0) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ApiError(
+            400,
+            "invalid",
+            f"Query parameter {name!r} must be an integer of at least {minimum}.",
+            {"problems": [{"path": f"$.query.{name}", "message": f"must be >= {minimum}"}]},
+        )
+    return value
+
+
+# --- Idempotency-Key -------------------------------------------------------------------
+
+
+def _fingerprint(request: Request) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{request.method} {request.get_full_path()}\n".encode())
+    digest.update(request.body)
+    return digest.hexdigest()
+
+
+def _begin(request: Request) -> Any:
+    """None without the header; else the record (completed: replay it; open: ours)."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return None
+    try:
+        return account_services.idempotency_begin(
+            owner=request.user,  # type: ignore[arg-type]
+            key=key,
+            fingerprint=_fingerprint(request),
+        )
+    except ValueError as exc:
+        raise ApiError(400, "invalid", f"{IDEMPOTENCY_HEADER} {exc}.") from None
+    except account_services.IdempotencyInFlight:
+        raise ApiError(
+            409,
+            "idempotency_in_flight",
+            f"A request with this {IDEMPOTENCY_HEADER} is still being processed; retry later.",
+        ) from None
+    except account_services.IdempotencyKeyReused:
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            f"This {IDEMPOTENCY_HEADER} was used with a different request; use a new key.",
+        ) from None
+
+
+def _replay(record: Any) -> Response:
+    response = Response(record.body, status=record.status_code)
+    response[REPLAYED_HEADER] = "true"
+    return response
+
+
+def _finish(record: Any, response: Any) -> None:
+    """Successful answers are kept for repeats; a failed request frees its key, so the
+    client may fix the problem (or wait out a conflict) and retry with the same key."""
+    if isinstance(response, Response) and 200 <= response.status_code < 300:
+        body = json.loads(JSONRenderer().render(response.data) or b"null")
+        account_services.idempotency_complete(
+            record=record, status_code=response.status_code, body=body
+        )
+    else:
+        account_services.idempotency_release(record=record)
+
+
+def idempotent(handler: F) -> F:
+    """Honour `Idempotency-Key` on a view's POST handler (sync or async)."""
+    if inspect.iscoroutinefunction(handler):
+
+        @functools.wraps(handler)
+        async def async_wrapper(view: APIView, request: Request, *args: Any, **kwargs: Any) -> Any:
+            record = await sync_to_async(_begin)(request)
+            if record is None:
+                return await handler(view, request, *args, **kwargs)
+            if record.completed_at is not None:
+                return _replay(record)
+            try:
+                response = await handler(view, request, *args, **kwargs)
+            except BaseException:
+                await sync_to_async(account_services.idempotency_release)(record=record)
+                raise
+            await sync_to_async(_finish)(record, response)
+            return response
+
+        return async_wrapper  # type: ignore[return-value]
+
+    @functools.wraps(handler)
+    def wrapper(view: APIView, request: Request, *args: Any, **kwargs: Any) -> Any:
+        record = _begin(request)
+        if record is None:
+            return handler(view, request, *args, **kwargs)
+        if record.completed_at is not None:
+            return _replay(record)
+        try:
+            response = handler(view, request, *args, **kwargs)
+        except BaseException:
+            account_services.idempotency_release(record=record)
+            raise
+        _finish(record, response)
+        return response
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,250 @@
+"""Request and response shapes. Input serializers check types (DRF); the services check
+everything else (lengths, known tools, metadata limits) so every door refuses the same
+things. Output serializers document the dicts of conversations/payloads.py and the views."""
+
+from typing import Any
+
+from rest_framework import serializers
+
+from conversations import validation
+from conversations.models import MessageKind, MessageRole, RunStatus
+
+
+def _text(**kwargs: Any) -> serializers.CharField:
+    """A string kept exactly as sent (DRF would strip it by default)."""
+    return serializers.CharField(trim_whitespace=False, **kwargs)
+
+
+# --- input -----------------------------------------------------------------------------
+
+
+class ConversationIn(serializers.Serializer):
+    title = _text(required=False, allow_blank=True, max_length=validation.TITLE_MAX)
+    system_prompt = _text(required=False, allow_blank=True)
+    model = _text(required=False, allow_blank=True, max_length=validation.MODEL_MAX)
+    tools = serializers.ListField(child=serializers.CharField(), required=False)
+    metadata = serializers.DictField(
+        child=_text(allow_blank=True, max_length=validation.METADATA_VALUE_MAX),
+        required=False,
+        help_text=f"At most {validation.METADATA_MAX_KEYS} keys of at most "
+        f"{validation.METADATA_KEY_MAX} characters; string values.",
+    )
+
+
+class ConversationUpdateIn(ConversationIn):
+    archived = serializers.BooleanField(required=False)
+
+
+class ContentIn(serializers.Serializer):
+    content = _text(help_text="The message text (Markdown).")
+
+
+class MessageIn(ContentIn):
+    client_id = _text(
+        required=False, allow_blank=True, max_length=100, help_text="Optional idempotency id."
+    )
+
+
+class DraftIn(serializers.Serializer):
+    draft = _text(allow_blank=True)
+
+
+class ForkIn(serializers.Serializer):
+    at_seq = serializers.IntegerField(min_value=1, help_text="Copy messages 1..at_seq.")
+
+
+class ChatIn(serializers.Serializer):
+    message = _text()
+    conversation_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="Omit to start a new conversation; pass the returned id to continue it.",
+    )
+
+
+class StatelessMessageIn(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["system", "user", "assistant"])
+    content = _text(allow_blank=True)
+
+
+class StatelessChatIn(serializers.Serializer):
+    state = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="The `state` of the previous answer; omit to start.",
+    )
+    system = _text(required=False, allow_blank=True, help_text="Preamble, never stored.")
+    messages = StatelessMessageIn(many=True, allow_empty=False)
+
+    def validate_messages(self, value: list[dict[str, str]]) -> list[dict[str, str]]:
+        if all(message["role"] == "system" for message in value):
+            raise serializers.ValidationError("needs at least one user or assistant message")
+        return value
+
+
+class ApiKeyIn(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+
+
+# --- output ----------------------------------------------------------------------------
+
+
+class ToolCallOut(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.CharField(help_text="JSON text, exactly as the model sent it.")
+
+
+class MessageOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    conversation_id = serializers.UUIDField()
+    seq = serializers.IntegerField(min_value=1)
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    kind = serializers.ChoiceField(choices=MessageKind.choices)
+    content = serializers.CharField()
+    tool_calls = ToolCallOut(many=True)
+    tool_call_id = serializers.CharField(allow_null=True)
+    name = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    run_id = serializers.UUIDField(allow_null=True)
+    usage = serializers.JSONField(allow_null=True)
+    provider_payload = serializers.JSONField(allow_null=True)
+
+
+class RunErrorOut(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class RunOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    conversation_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    model = serializers.CharField()
+    iterations = serializers.IntegerField()
+    usage = serializers.DictField()
+    error = RunErrorOut(allow_null=True)
+    trigger_message_id = serializers.UUIDField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    cancel_requested_at = serializers.DateTimeField(allow_null=True)
+
+
+class ConversationOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    system_prompt = serializers.CharField()
+    model = serializers.CharField()
+    tools = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField(child=serializers.CharField())
+    draft = serializers.CharField()
+    draft_edited = serializers.BooleanField()
+    message_count = serializers.IntegerField()
+    archived = serializers.BooleanField()
+    archived_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField()
+    forked_from = serializers.UUIDField(allow_null=True)
+    forked_at_seq = serializers.IntegerField(allow_null=True)
+
+
+class ConversationDetailOut(ConversationOut):
+    active_run = RunOut(allow_null=True, help_text="The run in progress, if any.")
+
+
+class MessageCreatedOut(serializers.Serializer):
+    message = MessageOut()
+    run = RunOut()
+
+
+class DraftOut(serializers.Serializer):
+    draft = serializers.CharField()
+    draft_edited = serializers.BooleanField()
+    changed = serializers.BooleanField(help_text="False when the draft was already this text.")
+
+
+class SearchHitOut(serializers.Serializer):
+    conversation_id = serializers.UUIDField()
+    conversation_title = serializers.CharField()
+    message_id = serializers.UUIDField()
+    seq = serializers.IntegerField()
+    role = serializers.ChoiceField(choices=MessageRole.choices)
+    created_at = serializers.DateTimeField()
+    snippet = serializers.CharField(help_text="Excerpt with each match in **bold**.")
+    rank = serializers.FloatField(allow_null=True, help_text="Relevance (PostgreSQL only).")
+
+
+class ChatOut(serializers.Serializer):
+    conversation_id = serializers.UUIDField()
+    run_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    reply = serializers.CharField(
+        allow_null=True, help_text="The assistant's final text; null while the run goes on."
+    )
+    run = RunOut()
+    events_url = serializers.CharField(help_text="Follow the run here (Server-Sent Events).")
+
+
+class StateResetOut(serializers.Serializer):
+    reason = serializers.ChoiceField(
+        choices=[
+            "invalid_signature",
+            "invalid_json",
+            "unsupported_version",
+            "provider_mismatch",
+            "corrupted_messages",
+        ]
+    )
+    message = serializers.CharField()
+
+
+class StatelessChatOut(serializers.Serializer):
+    reply = serializers.CharField()
+    state = serializers.CharField(help_text="Opaque; send it with the next call.")
+    status = serializers.ChoiceField(choices=["completed", "incomplete"])
+    usage = serializers.DictField(child=serializers.IntegerField())
+    state_reset = StateResetOut(
+        required=False, help_text="Present when the given state could not be used."
+    )
+
+
+class ApiKeyOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    prefix = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class ApiKeyCreatedOut(ApiKeyOut):
+    key = serializers.CharField(help_text="The whole secret. Shown this once, never again.")
+
+
+class ToolOut(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
+    mutating = serializers.BooleanField()
+
+
+def page_of(item: type[serializers.Serializer], name: str) -> type[serializers.Serializer]:
+    """A `{"results": [...], "next": url|null}` page of `item`, for the schema."""
+    return type(
+        name,
+        (serializers.Serializer,),
+        {
+            "results": item(many=True),
+            "next": serializers.URLField(allow_null=True),
+        },
+    )
+
+
+ConversationPage = page_of(ConversationOut, "ConversationPage")
+MessagePage = page_of(MessageOut, "MessagePage")
+SearchPage = page_of(SearchHitOut, "SearchPage")
+ApiKeyPage = page_of(ApiKeyOut, "ApiKeyPage")
+ToolPage = page_of(ToolOut, "ToolPage")

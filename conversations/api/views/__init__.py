@@ -1,0 +1,1 @@
+"""DRF views: thin adapters over conversations.services and conversations.selectors."""
