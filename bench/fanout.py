@@ -28,8 +28,8 @@ To tell where latency comes from, `--probes` runs are also read straight from Re
 the database (the spread of Run.created_at, while every message.create left within a few
 ms), and the CPU each process and the whole host used until the last reply ended (clients
 waiting for a run that never starts give up after 60 s of silence). The bench user, its API
-key, conversations and run logs are deleted and the processes stopped at the end, also on error. Exit code 0
-whatever the verdicts.
+key, conversations and run logs are deleted and the processes stopped at the end, also on
+error. Exit code 0 whatever the verdicts.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
         .venv/bin/python -m bench.fanout [--clients 200 --tokens 200 --tokens-per-second 20]
