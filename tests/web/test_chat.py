@@ -177,7 +177,8 @@ def test_stop_ends_the_reply_and_keeps_what_was_written(chat_page: Page, stack: 
     run = Run.objects.get(conversation__owner=owner)
     assert run.status == "cancelled"
     reply = stored_reply(run)
-    assert reply.content and len(reply.content) < len(STORY)
+    assert reply.content
+    assert len(reply.content) < len(STORY)
     shown = chat_page.locator("article.message.assistant .content").last.inner_text()
     assert shown == reply.content
 
@@ -250,7 +251,9 @@ def test_html_and_script_in_a_reply_are_inert(chat_page: Page, stack: Stack, own
     assert dialogs == []
     assert chat_page.evaluate("window.__xss") is None
     html = reply.inner_html()
-    assert "<script" not in html and "<iframe" not in html and "onerror" not in html
+    assert "<script" not in html
+    assert "<iframe" not in html
+    assert "onerror" not in html
     assert "onload" not in html
     for href in reply.locator("a").evaluate_all("(links) => links.map((a) => a.href)"):
         assert not href.lower().startswith("javascript:")
@@ -259,6 +262,7 @@ def test_html_and_script_in_a_reply_are_inert(chat_page: Page, stack: Stack, own
 def test_another_users_conversation_is_not_found(chat_page: Page, outsider):
     theirs = services.conversation_create(owner=outsider, title="Private")
     response = chat_page.goto(f"/chat/{theirs.pk}/")
-    assert response is not None and response.status == 404
+    assert response is not None
+    assert response.status == 404
     expect(chat_page.get_by_role("heading", name="Not found")).to_be_visible()
     assert "Private" not in chat_page.content()
