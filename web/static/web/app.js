@@ -38,7 +38,7 @@ const state = {
 };
 
 const transcript = new Transcript(messagesBox);
-const draft = new DraftPanel({ getConversationId: () => state.conversation && state.conversation.id });
+const draft = new DraftPanel({ ensureConversation: () => ensureConversation() });
 const sidebar = new Sidebar({
   currentId: config.conversationId,
   notify: (text) => flash(text),

@@ -3,8 +3,8 @@
 import { api } from "./api.js";
 
 export class DraftPanel {
-  constructor({ getConversationId }) {
-    this.getConversationId = getConversationId;
+  constructor({ ensureConversation }) {
+    this.ensureConversation = ensureConversation; // a new chat is created by its first save
     this.input = document.getElementById("draft-input");
     this.status = document.getElementById("draft-status");
     this.save = document.getElementById("draft-save");
@@ -51,15 +51,11 @@ export class DraftPanel {
   }
 
   async store() {
-    const id = this.getConversationId();
-    if (!id) {
-      this.status.textContent = "Send a first message to start the conversation, then save the draft.";
-      return;
-    }
     const text = this.input.value;
     this.save.disabled = true;
     this.status.textContent = "Saving…";
     try {
+      const { id } = await this.ensureConversation();
       const answer = await api(`conversations/${id}/draft/`, { method: "PUT", body: { draft: text } });
       this.saved = answer.draft;
       this.status.textContent = answer.changed ? "Saved — Parley will be told next turn" : "Saved";

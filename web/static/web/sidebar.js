@@ -116,7 +116,7 @@ export class Sidebar {
   add(conversation, { first = false } = {}) {
     const existing = this.items.get(conversation.id);
     if (existing) {
-      existing.querySelector(".title").textContent = conversation.title || "Untitled";
+      setTitle(existing, conversation.title || "Untitled");
       if (first) this.list.prepend(existing);
       return existing;
     }
@@ -133,7 +133,7 @@ export class Sidebar {
   touch(conversation) {
     if (this.search.value.trim() || this.archived) {
       const item = this.items.get(conversation.id);
-      if (item && conversation.title) item.querySelector(".title").textContent = conversation.title;
+      if (item && conversation.title) setTitle(item, conversation.title);
       return;
     }
     this.add(conversation, { first: true });
@@ -150,7 +150,7 @@ export class Sidebar {
         const value = await ask({ title: "Rename conversation", label: "Title", value: title, ok: "Rename" });
         if (value === null || !value.trim()) return;
         const updated = await api(`conversations/${id}/`, { method: "PATCH", body: { title: value } });
-        item.querySelector(".title").textContent = updated.title || "Untitled";
+        setTitle(item, updated.title || "Untitled");
         if (id === this.currentId) this.onChanged(updated);
       } else if (button.dataset.action === "archive") {
         const archive = item.dataset.archived !== "true";
@@ -190,7 +190,7 @@ function renderItem(conversation, current) {
     <li class="conversation-item">
       <a class="conversation-link"><span class="title"></span></a>
       <details class="item-menu">
-        <summary class="icon"><span aria-hidden="true">⋯</span><span class="visually-hidden"></span></summary>
+        <summary class="icon"><span aria-hidden="true">⋯</span></summary>
         <div class="menu">
           <button type="button" data-action="rename">Rename</button>
           <button type="button" data-action="archive"></button>
@@ -206,13 +206,17 @@ function renderItem(conversation, current) {
   const link = item.querySelector("a.conversation-link");
   link.href = `/chat/${conversation.id}/`;
   if (current) link.setAttribute("aria-current", "page");
-  item.querySelector(".title").textContent = title;
-  item.querySelector("summary .visually-hidden").textContent = `Actions for ${title}`;
+  setTitle(item, title);
   for (const anchor of item.querySelectorAll("a[data-format]")) {
     anchor.href = `/api/v1/conversations/${conversation.id}/export/?format=${anchor.dataset.format}`;
   }
   setArchived(item, Boolean(conversation.archived));
   return item;
+}
+
+function setTitle(item, title) {
+  item.querySelector(".title").textContent = title;
+  item.querySelector("summary").setAttribute("aria-label", `Actions for ${title}`);
 }
 
 function setArchived(item, archived) {
