@@ -52,9 +52,9 @@ def test_demo_mode_is_announced_only_with_the_demo_model(alice: Client, settings
 
 
 def test_sign_up_creates_an_account_and_logs_in(client: Client):
+    password = "a-long-passphrase-42"
     response = client.post(
-        "/accounts/signup/",
-        {"username": "bea", "password1": "a-long-passphrase-42", "password2": "a-long-passphrase-42"},
+        "/accounts/signup/", {"username": "bea", "password1": password, "password2": password}
     )
     assert response["Location"] == "/"
     assert User.objects.filter(username="bea").exists()
