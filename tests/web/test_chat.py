@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 from conversations import services
 from conversations.models import Message, Run
@@ -237,7 +237,12 @@ XSS_REPLY = """Here you go:
 
 def test_html_and_script_in_a_reply_are_inert(chat_page: Page, stack: Stack, owner):
     dialogs: list[str] = []
-    chat_page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    chat_page.on("dialog", on_dialog)
     stack.fake.push(Script(text=XSS_REPLY, tokens_per_second=400))
     chat_page.goto("/chat/")
     send(chat_page, "Show me some HTML")
@@ -266,3 +271,38 @@ def test_another_users_conversation_is_not_found(chat_page: Page, outsider):
     assert response.status == 404
     expect(chat_page.get_by_role("heading", name="Not found")).to_be_visible()
     assert "Private" not in chat_page.content()
+
+
+def test_older_messages_load_when_scrolling_up(chat_page: Page, owner):
+    conversation = services.conversation_create(owner=owner, title="Long one")
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            services.NewMessage(role="user" if n % 2 else "assistant", content=f"line {n}")
+            for n in range(1, 71)
+        ],
+    )
+    chat_page.goto(f"/chat/{conversation.pk}/")
+    shown = chat_page.locator("article.message .content")
+    expect(shown).to_have_count(50)
+    expect(shown.first).to_have_text("line 21")
+    chat_page.locator("#messages").evaluate("(box) => { box.scrollTop = 0; }")
+    expect(shown).to_have_count(70)
+    assert shown.all_inner_texts() == [f"line {n}" for n in range(1, 71)]
+
+
+def test_conversation_settings_are_edited_in_a_dialog(chat_page: Page, owner):
+    conversation = services.conversation_create(owner=owner, title="Tuned")
+    chat_page.goto(f"/chat/{conversation.pk}/")
+    chat_page.get_by_role("button", name="Settings").click()
+    dialog = chat_page.get_by_role("dialog")
+    dialog.get_by_label("System prompt").fill("Answer in French.")
+    dialog.get_by_label("Model").fill("gpt-test-2")
+    dialog.get_by_role("checkbox", name="current_time").uncheck()
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_be_hidden()
+    conversation.refresh_from_db()
+    assert conversation.system_prompt == "Answer in French."
+    assert conversation.model == "gpt-test-2"
+    assert "current_time" not in conversation.tools
+    assert "calculator" in conversation.tools

@@ -35,6 +35,8 @@ const state = {
   ended: new Set(), // runs whose terminal event was handled
   socket: null,
   loadingOlder: false,
+  creating: null,
+  opening: null,
 };
 
 const transcript = new Transcript(messagesBox);
@@ -69,14 +71,28 @@ function setConversation(conversation) {
   document.title = `${title} · Parley`;
 }
 
+// A new chat becomes a stored conversation on its first message, draft save or settings
+// change; two of those at once still make one conversation.
 async function ensureConversation() {
+  if (state.opening) await state.opening; // an existing conversation still loading
   if (state.conversation) return state.conversation;
+  if (!state.creating) {
+    state.creating = createConversation().finally(() => {
+      state.creating = null;
+    });
+  }
+  return state.creating;
+}
+
+async function createConversation() {
   const conversation = await api("conversations/", { method: "POST", body: {} });
   setConversation(conversation);
   history.replaceState(null, "", `/chat/${conversation.id}/`);
   sidebar.currentId = conversation.id;
   sidebar.touch(conversation);
   connect();
+  // Listen before the first message is sent, so even a very fast reply is seen whole.
+  await Promise.race([state.socket.ready, new Promise((resolve) => setTimeout(resolve, 5000))]);
   return conversation;
 }
 
@@ -134,7 +150,7 @@ function handleFrame(frame) {
   }
   switch (frame.type) {
     case "conversation.connected":
-      if (frame.reconnected) catchUp(frame.active_run_id);
+      catchUp(frame);
       break;
     case "conversation.message":
       transcript.addStored(frame.message);
@@ -169,9 +185,10 @@ function handleFrame(frame) {
   }
 }
 
-// After a reconnect: fetch what was stored meanwhile, and follow a run that started while
-// the socket was away (the resume URL only covers the run that was being followed).
-async function catchUp(activeRunId) {
+// On every (re)connect, fetch what was stored while no socket listened (a first reply
+// can end before a new chat's socket is up). After a reconnect, also follow a run that
+// started meanwhile: the resume URL only covers the run that was being followed.
+async function catchUp({ reconnected, active_run_id: activeRunId }) {
   const id = state.conversation.id;
   try {
     const page = await api(`conversations/${id}/messages/?after=${transcript.newestSeq}&limit=200`);
@@ -179,6 +196,7 @@ async function catchUp(activeRunId) {
   } catch {
     // The next reconnect tries again.
   }
+  if (!reconnected) return;
   if (activeRunId && !state.cursors.has(activeRunId)) {
     state.socket.send({ type: "subscribe", run_id: activeRunId });
   } else if (!activeRunId && state.activeRun) {
@@ -367,7 +385,7 @@ $("backdrop").addEventListener("click", () => setSidebar(false));
 
 sidebar.reload();
 if (config.conversationId) {
-  open(config.conversationId);
+  state.opening = open(config.conversationId);
 } else {
   draft.load("");
 }

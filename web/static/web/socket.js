@@ -14,6 +14,10 @@ export class ConversationSocket {
     this.timer = null;
     this.stopped = false;
     this.connectedOnce = false;
+    // Resolves at the first `conversation.connected`: from then on no run event is missed.
+    this.ready = new Promise((resolve) => {
+      this.markReady = resolve;
+    });
     window.addEventListener("online", () => this.reconnectNow());
   }
 
@@ -45,6 +49,7 @@ export class ConversationSocket {
         this.attempt = 0;
         this.connectedOnce = true;
         this.onStatus("online");
+        this.markReady();
         frame.reconnected = reconnected;
       }
       this.onFrame(frame);
