@@ -4,10 +4,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from accounts import services as account_services
 from accounts.models import User
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttles() -> None:
+    """Throttle counters are keyed by user id, and SQLite reuses the ids of rolled-back
+    users: without this, one test would spend the next one's request budget."""
+    cache.clear()
 
 
 @pytest.fixture
