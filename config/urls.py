@@ -1,9 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from conversations.api.errors import api_not_found
+from web.urls import auth_urlpatterns
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -12,7 +12,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     re_path(r"^api/", api_not_found),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    *auth_urlpatterns,
+    path("", include("web.urls")),
 ]
 
 # JSON for /api/ paths, Django's pages elsewhere (used when DEBUG is off).

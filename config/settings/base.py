@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "accounts",
     "conversations",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -58,6 +59,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "web.context_processors.site",
             ],
         },
     },
@@ -108,6 +110,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+# Anyone who can reach the server may create an account unless this is switched off.
+PARLEY_SIGNUP_ENABLED = env_bool("PARLEY_SIGNUP_ENABLED", default=True)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -16,8 +16,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE transactions exactly as the running app does.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-parley.sqlite3")}
 
-# Tests never collect static files; WhiteNoise would only warn about the missing folder.
-MIDDLEWARE = [m for m in MIDDLEWARE if not m.startswith("whitenoise.")]  # noqa: F405
+# Tests never collect static files: WhiteNoise serves them from the apps' folders (the
+# browser tests load the page's modules), looking them up per request.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
 
 if not env_str("REDIS_URL"):
     # Until a test asks for the real server (the `redis_url` fixture switches to it),

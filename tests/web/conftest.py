@@ -1,0 +1,73 @@
+"""Browser-test fixtures: one stack and one browser per module, a fresh context per test."""
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+
+from tests.e2e.web import web_start
+from tests.e2e.worker import worker_start
+from tests.fake_openai import FakeOpenAI
+from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (.ci/run does)")
+    # Playwright's sync API keeps an event loop registered on this thread (it runs in a
+    # greenlet), which trips Django's guard against ORM calls from async code although no
+    # coroutine ever runs the test's queries. Allowed for the browser's lifetime only.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def stack(django_db_setup, redis_url: str) -> Iterator[Stack]:
+    """Daphne and a worker shared by a module's tests (each test's data is flushed after
+    it, the processes stay); replies come from the fake OpenAI server."""
+    with FakeOpenAI() as fake:
+        env = {
+            "OPENAI_API_KEY": "test-key",
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_MAX_RETRIES": "0",
+            "PARLEY_EVENT_COALESCE_MS": "100",
+        }
+        worker = worker_start(redis_url=redis_url, env=env)
+        try:
+            web = web_start(redis_url=redis_url, env=env)
+        except Exception:
+            worker.stop()
+            raise
+        yield Stack(web=web, worker=worker, fake=fake)
+        web.stop()
+        worker.stop()
+
+
+@pytest.fixture
+def context(browser: Browser, stack: Stack) -> Iterator[BrowserContext]:
+    context = browser.new_context(base_url=stack.url, accept_downloads=True)
+    context.set_default_timeout(TIMEOUT_MS)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(context: BrowserContext) -> Page:
+    page = context.new_page()
+    # Script errors on the page fail the test: a broken module would otherwise just hang.
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors  # type: ignore[attr-defined]
+    return page
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fake(request: pytest.FixtureRequest) -> None:
+    # Scripts a failed test left queued must not answer the next test's requests.
+    if "stack" in request.fixturenames:
+        request.getfixturevalue("stack").fake.reset()

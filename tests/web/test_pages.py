@@ -1,0 +1,133 @@
+"""The server-rendered pages, without a browser: who may see what, sign-up switch, API keys."""
+
+import pytest
+from django.test import Client
+
+from accounts.models import ApiKey, User
+from accounts.services import api_key_create
+from conversations import services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(client: Client, owner: User) -> Client:
+    client.force_login(owner)
+    return client
+
+
+def test_home_leads_visitors_to_log_in_and_members_to_the_chat(client: Client, owner):
+    assert client.get("/")["Location"] == "/accounts/login/"
+    client.force_login(owner)
+    assert client.get("/")["Location"] == "/chat/"
+    assert client.get("/chat/").status_code == 200
+
+
+def test_the_chat_needs_a_login(client: Client, conversation):
+    response = client.get(f"/chat/{conversation.pk}/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_a_conversation_page_is_for_its_owner_only(alice: Client, conversation, outsider):
+    assert alice.get(f"/chat/{conversation.pk}/").status_code == 200
+    theirs = services.conversation_create(owner=outsider, title="Theirs")
+    response = alice.get(f"/chat/{theirs.pk}/")
+    assert response.status_code == 404
+    assert b"Theirs" not in response.content
+    assert alice.get("/chat/00000000-0000-0000-0000-000000000000/").status_code == 404
+
+
+def test_chat_pages_forbid_inline_script(alice: Client):
+    policy = alice.get("/chat/")["Content-Security-Policy"]
+    assert "script-src 'self'" in policy
+    assert "unsafe-inline" not in policy
+
+
+def test_demo_mode_is_announced_only_with_the_demo_model(alice: Client, settings):
+    settings.OPENAI_API_KEY = ""
+    assert b"Demo mode" in alice.get("/chat/").content
+    settings.OPENAI_API_KEY = "sk-real"
+    assert b"Demo mode" not in alice.get("/chat/").content
+
+
+def test_sign_up_creates_an_account_and_logs_in(client: Client):
+    password = "a-long-passphrase-42"
+    response = client.post(
+        "/accounts/signup/", {"username": "bea", "password1": password, "password2": password}
+    )
+    assert response["Location"] == "/"
+    assert User.objects.filter(username="bea").exists()
+    assert client.get("/chat/").status_code == 200
+
+
+def test_a_bad_sign_up_explains_and_stores_nothing(client: Client):
+    response = client.post(
+        "/accounts/signup/", {"username": "bea", "password1": "x", "password2": "y"}
+    )
+    assert response.status_code == 200
+    assert b"didn" in response.content  # "The two password fields didn't match."
+    assert not User.objects.filter(username="bea").exists()
+
+
+def test_sign_up_can_be_switched_off(client: Client, settings):
+    settings.PARLEY_SIGNUP_ENABLED = False
+    assert client.get("/accounts/signup/").status_code == 404
+    assert client.post("/accounts/signup/", {"username": "x"}).status_code == 404
+    assert b"Create an account" not in client.get("/accounts/login/").content
+
+
+def test_logout_is_a_post(alice: Client):
+    assert alice.get("/accounts/logout/").status_code == 405
+    assert alice.post("/accounts/logout/")["Location"] == "/accounts/login/"
+    assert alice.get("/chat/").status_code == 302
+
+
+def test_forms_refuse_a_missing_csrf_token(owner):
+    client = Client(enforce_csrf_checks=True)
+    response = client.post("/accounts/login/", {"username": "alice", "password": "pw-alice-123"})
+    assert response.status_code == 403
+
+
+def test_password_change(alice: Client, owner):
+    response = alice.post(
+        "/accounts/password/",
+        {
+            "old_password": "pw-alice-123",
+            "new_password1": "another-long-phrase-7",
+            "new_password2": "another-long-phrase-7",
+        },
+    )
+    assert response["Location"] == "/accounts/password/done/"
+    owner.refresh_from_db()
+    assert owner.check_password("another-long-phrase-7")
+
+
+def test_api_keys_page_shows_a_new_secret_once(alice: Client, owner):
+    response = alice.post("/accounts/api-keys/", {"name": "laptop script"})
+    key = ApiKey.objects.get(owner=owner)
+    secret = response.context["secret"]
+    assert secret.startswith(f"prl_{key.prefix}_")
+    assert secret.encode() in response.content
+    assert "no-store" in response["Cache-Control"]
+    listing = alice.get("/accounts/api-keys/")
+    assert b"laptop script" in listing.content
+    assert secret.encode() not in listing.content
+
+
+def test_an_api_key_needs_a_name(alice: Client, owner):
+    response = alice.post("/accounts/api-keys/", {"name": ""})
+    assert response.status_code == 200
+    assert not ApiKey.objects.filter(owner=owner).exists()
+
+
+def test_revoke_own_key_only(alice: Client, owner, outsider):
+    mine, _ = api_key_create(owner=owner, name="mine")
+    theirs, _ = api_key_create(owner=outsider, name="theirs")
+    assert alice.post(f"/accounts/api-keys/{theirs.pk}/revoke/").status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.revoked_at is None
+    assert alice.post(f"/accounts/api-keys/{mine.pk}/revoke/").status_code == 302
+    mine.refresh_from_db()
+    assert mine.revoked_at is not None
+    assert b"theirs" not in alice.get("/accounts/api-keys/").content

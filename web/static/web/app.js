@@ -1,0 +1,396 @@
+// The chat page: wires the sidebar, the transcript, the composer, the draft panel and the
+// conversation websocket together. All state changes go through the REST API or the
+// socket; the server's run events are the single source of what the reply says.
+import { api } from "./api.js";
+import { DraftPanel } from "./draft.js";
+import { editSettings } from "./settings.js";
+import { Sidebar } from "./sidebar.js";
+import { ConversationSocket } from "./socket.js";
+import { Transcript } from "./transcript.js";
+
+const config = JSON.parse(document.getElementById("parley-config").textContent);
+const HISTORY_PAGE = 50;
+const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.incomplete"]);
+const CONNECTION_TEXT = {
+  idle: "",
+  connecting: "Connecting…",
+  reconnecting: "Reconnecting…",
+  online: "Live",
+  offline: "Offline — retrying",
+  gone: "Deleted",
+  "signed-out": "Signed out",
+};
+
+const $ = (id) => document.getElementById(id);
+const messagesBox = $("messages");
+const input = $("composer-input");
+const sendButton = $("send");
+const stopButton = $("stop");
+const composerStatus = $("composer-status");
+
+const state = {
+  conversation: null,
+  activeRun: null, // {id, status}
+  cursors: new Map(), // run id -> last sequence number handled
+  ended: new Set(), // runs whose terminal event was handled
+  socket: null,
+  loadingOlder: false,
+  creating: null,
+  opening: null,
+};
+
+const transcript = new Transcript(messagesBox);
+const draft = new DraftPanel({ ensureConversation: () => ensureConversation() });
+const sidebar = new Sidebar({
+  currentId: config.conversationId,
+  notify: (text) => flash(text),
+  onChanged: (conversation) => setConversation(conversation),
+  onDeleted: () => location.assign("/chat/"),
+});
+
+// --- connection indicator ------------------------------------------------------------------
+
+function showConnection(status, delay) {
+  const element = $("connection");
+  element.dataset.state = status;
+  element.textContent =
+    status === "offline" && delay ? `Offline — retrying in ${Math.ceil(delay / 1000)} s` : CONNECTION_TEXT[status];
+  updateComposer();
+}
+
+function flash(text) {
+  composerStatus.textContent = text;
+}
+
+// --- the conversation --------------------------------------------------------------------
+
+function setConversation(conversation) {
+  state.conversation = conversation;
+  const title = conversation.title || "Untitled";
+  $("chat-title").textContent = title;
+  document.title = `${title} · Parley`;
+}
+
+// A new chat becomes a stored conversation on its first message, draft save or settings
+// change; two of those at once still make one conversation.
+async function ensureConversation() {
+  if (state.opening) await state.opening; // an existing conversation still loading
+  if (state.conversation) return state.conversation;
+  if (!state.creating) {
+    state.creating = createConversation().finally(() => {
+      state.creating = null;
+    });
+  }
+  return state.creating;
+}
+
+async function createConversation() {
+  const conversation = await api("conversations/", { method: "POST", body: {} });
+  setConversation(conversation);
+  history.replaceState(null, "", `/chat/${conversation.id}/`);
+  sidebar.currentId = conversation.id;
+  sidebar.touch(conversation);
+  connect();
+  // Listen before the first message is sent, so even a very fast reply is seen whole.
+  await Promise.race([state.socket.ready, new Promise((resolve) => setTimeout(resolve, 5000))]);
+  return conversation;
+}
+
+async function open(conversationId) {
+  let detail;
+  try {
+    detail = await api(`conversations/${conversationId}/`);
+  } catch (error) {
+    transcript.note(error.message, "error");
+    return;
+  }
+  setConversation(detail);
+  draft.load(detail.draft);
+  const after = Math.max(0, detail.message_count - HISTORY_PAGE);
+  const page = await api(`conversations/${conversationId}/messages/?after=${after}&limit=${HISTORY_PAGE}`);
+  for (const message of page.results) transcript.addStored(message);
+  transcript.scrollToBottom();
+  if (detail.active_run) setActiveRun(detail.active_run);
+  connect();
+}
+
+function connect() {
+  state.socket = new ConversationSocket(state.conversation.id, {
+    onFrame: handleFrame,
+    onStatus: showConnection,
+  });
+  state.socket.connect();
+}
+
+// Older messages load when the reader scrolls to the top (seq is gapless, so the page
+// before the oldest shown one is simply `after = oldest - 1 - n`).
+messagesBox.addEventListener("scroll", async () => {
+  if (messagesBox.scrollTop > 120 || state.loadingOlder || !state.conversation) return;
+  const oldest = transcript.oldestSeq;
+  if (!oldest || oldest <= 1) return;
+  state.loadingOlder = true;
+  try {
+    const after = Math.max(0, oldest - 1 - HISTORY_PAGE);
+    const limit = oldest - 1 - after;
+    const page = await api(`conversations/${state.conversation.id}/messages/?after=${after}&limit=${limit}`);
+    transcript.prependPage(page.results);
+  } catch (error) {
+    flash(error.message);
+  } finally {
+    state.loadingOlder = false;
+  }
+});
+
+// --- frames from the socket --------------------------------------------------------------
+
+function handleFrame(frame) {
+  if ("sequence_number" in frame) {
+    handleRunEvent(frame);
+    return;
+  }
+  switch (frame.type) {
+    case "conversation.connected":
+      catchUp(frame);
+      break;
+    case "conversation.message":
+      transcript.addStored(frame.message);
+      if (transcript.nearBottom(200)) transcript.scrollToBottom();
+      break;
+    case "conversation.run_started":
+      setActiveRun(frame.run);
+      break;
+    case "conversation.run_ended":
+      state.ended.add(frame.run.id);
+      if (state.activeRun && state.activeRun.id === frame.run.id) setActiveRun(null);
+      break;
+    case "conversation.updated":
+      setConversation({ ...state.conversation, ...frame });
+      sidebar.touch(state.conversation);
+      break;
+    case "conversation.draft_updated":
+      draft.changed(frame.draft, frame.by);
+      break;
+    case "conversation.deleted":
+    case "socket.gone":
+      setActiveRun(null);
+      transcript.note("This conversation was deleted.", "error");
+      input.disabled = true;
+      sendButton.disabled = true;
+      break;
+    case "error":
+      if (frame.code !== "no_active_run") flash(frame.message);
+      break;
+    default:
+      break;
+  }
+}
+
+// On every (re)connect, fetch what was stored while no socket listened (a first reply
+// can end before a new chat's socket is up). After a reconnect, also follow a run that
+// started meanwhile: the resume URL only covers the run that was being followed.
+async function catchUp({ reconnected, active_run_id: activeRunId }) {
+  const id = state.conversation.id;
+  try {
+    const page = await api(`conversations/${id}/messages/?after=${transcript.newestSeq}&limit=200`);
+    for (const message of page.results) transcript.addStored(message);
+  } catch {
+    // The next reconnect tries again.
+  }
+  if (!reconnected) return;
+  if (activeRunId && !state.cursors.has(activeRunId)) {
+    state.socket.send({ type: "subscribe", run_id: activeRunId });
+  } else if (!activeRunId && state.activeRun) {
+    setActiveRun(null);
+  }
+}
+
+function handleRunEvent(event) {
+  const seen = state.cursors.get(event.run_id);
+  if (seen !== undefined && event.sequence_number <= seen) return; // already handled
+  state.cursors.set(event.run_id, event.sequence_number);
+  state.socket.resume = TERMINAL.has(event.type)
+    ? null
+    : { runId: event.run_id, after: event.sequence_number };
+  switch (event.type) {
+    case "run.created":
+    case "run.in_progress":
+      setActiveRun(event.run);
+      break;
+    case "message.created":
+      transcript.streamStart(event.message_id);
+      transcript.scrollToBottom();
+      break;
+    case "message.delta":
+      transcript.streamDelta(event.message_id, event.delta);
+      break;
+    case "tool_call.created":
+      transcript.toolCard(event.message_id, event.call_id, event.name);
+      break;
+    case "tool_call.arguments.delta":
+      transcript.toolArguments(event.call_id, event.delta);
+      break;
+    case "tool_call.completed":
+      transcript.toolArguments(event.call_id, event.arguments, { complete: true });
+      break;
+    case "tool_result.completed":
+      transcript.toolResult(event.call_id, null, event.output, event.is_error);
+      break;
+    case "message.completed":
+      transcript.addStored(event.message);
+      break;
+    case "draft.updated":
+      draft.changed(event.draft, "assistant");
+      transcript.note("Parley updated the draft.", "draft");
+      break;
+    default:
+      if (TERMINAL.has(event.type)) runEnded(event);
+  }
+}
+
+function runEnded(event) {
+  const run = event.run || {};
+  state.ended.add(event.run_id);
+  if (event.type === "run.failed") {
+    const reason = run.error ? run.error.message : "The reply failed.";
+    transcript.streamAbandon("Not saved: the reply failed.");
+    transcript.note(`The reply failed: ${reason}`, "error");
+  } else if (event.type === "run.cancelled") {
+    transcript.note("Stopped.", "info");
+  } else if (event.type === "run.incomplete") {
+    transcript.note("Parley stopped after too many tool calls in one reply.", "info");
+  }
+  if (state.activeRun && state.activeRun.id === event.run_id) setActiveRun(null);
+}
+
+// --- the composer ------------------------------------------------------------------------
+
+function setActiveRun(run) {
+  const active = run && ["queued", "in_progress"].includes(run.status) ? run : null;
+  if (active && state.activeRun && state.activeRun.id === active.id) return;
+  // A late notification or answer about a run whose end was already seen changes nothing.
+  if (active && state.ended.has(active.id)) return;
+  state.activeRun = active;
+  messagesBox.setAttribute("aria-busy", String(Boolean(active)));
+  updateComposer();
+}
+
+function updateComposer() {
+  const running = Boolean(state.activeRun);
+  stopButton.hidden = !running;
+  sendButton.hidden = running;
+  const online = $("connection").dataset.state;
+  if (running) {
+    input.disabled = true;
+    composerStatus.textContent = "Parley is replying — wait for it to finish, or press Stop.";
+  } else if (online === "gone") {
+    input.disabled = true;
+  } else {
+    input.disabled = false;
+    if (composerStatus.textContent.startsWith("Parley is replying")) composerStatus.textContent = "";
+  }
+}
+
+async function send() {
+  const content = input.value;
+  if (!content.trim() || state.activeRun) return;
+  if (content.length > config.maxMessageChars) {
+    flash(`A message can be at most ${config.maxMessageChars} characters.`);
+    return;
+  }
+  input.value = "";
+  autosize();
+  const pending = transcript.addPending(content);
+  transcript.scrollToBottom();
+  // Disabled at once: the run's own events follow within milliseconds.
+  setActiveRun({ id: "pending", status: "queued" });
+  try {
+    const conversation = await ensureConversation();
+    const clientId = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
+    const answer = await api(`conversations/${conversation.id}/messages/`, {
+      method: "POST",
+      body: { content, client_id: clientId },
+    });
+    transcript.addStored(answer.message);
+    if (!state.activeRun || state.activeRun.id === "pending") setActiveRun(answer.run);
+    sidebar.touch({ ...state.conversation, last_activity_at: answer.message.created_at });
+  } catch (error) {
+    pending.remove();
+    input.value = content;
+    autosize();
+    if (state.activeRun && state.activeRun.id === "pending") setActiveRun(null);
+    flash(error.status === 409 ? "A reply is still running; wait for it or press Stop." : error.message);
+  }
+}
+
+async function stop() {
+  const run = state.activeRun;
+  if (!run || run.id === "pending") return;
+  stopButton.disabled = true;
+  composerStatus.textContent = "Stopping…";
+  try {
+    if (!state.socket.send({ type: "run.cancel" })) {
+      await api(`runs/${run.id}/cancel/`, { method: "POST" });
+    }
+  } catch (error) {
+    flash(error.message);
+  } finally {
+    stopButton.disabled = false;
+  }
+}
+
+function autosize() {
+  input.style.height = "auto";
+  input.style.height = `${Math.min(input.scrollHeight, 240)}px`;
+}
+
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+input.addEventListener("input", autosize);
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+stopButton.addEventListener("click", stop);
+
+// --- header buttons ----------------------------------------------------------------------
+
+$("settings-button").addEventListener("click", async () => {
+  try {
+    const conversation = await ensureConversation();
+    const updated = await editSettings(conversation);
+    if (updated) setConversation(updated);
+  } catch (error) {
+    flash(error.message);
+  }
+});
+
+$("draft-toggle").addEventListener("click", (event) => {
+  const hidden = document.body.classList.toggle("draft-hidden");
+  event.currentTarget.setAttribute("aria-expanded", String(!hidden));
+});
+
+function setSidebar(open) {
+  document.body.classList.toggle("sidebar-open", open);
+  $("sidebar-toggle").setAttribute("aria-expanded", String(open));
+  $("backdrop").hidden = !open;
+}
+$("sidebar-toggle").addEventListener("click", () => setSidebar(!document.body.classList.contains("sidebar-open")));
+$("backdrop").addEventListener("click", () => setSidebar(false));
+
+// --- start ---------------------------------------------------------------------------------
+
+sidebar.reload();
+if (config.conversationId) {
+  state.opening = open(config.conversationId);
+} else {
+  draft.load("");
+}
+input.focus();
+if (matchMedia("(max-width: 900px)").matches) {
+  document.body.classList.add("draft-hidden");
+  $("draft-toggle").setAttribute("aria-expanded", "false");
+}

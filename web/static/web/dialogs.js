@@ -1,0 +1,31 @@
+// Small modal questions (confirm, ask for a text) on the native <dialog>, which brings
+// focus handling, Escape to cancel and the inert background for free.
+
+const dialog = () => document.getElementById("ask-dialog");
+
+export function ask({ title, text = "", label = "", value = null, ok = "OK", danger = false }) {
+  const box = dialog();
+  box.querySelector("#ask-heading").textContent = title;
+  box.querySelector("#ask-text").textContent = text;
+  const field = box.querySelector("#ask-field");
+  const input = box.querySelector("#ask-input");
+  field.hidden = value === null;
+  box.querySelector("#ask-label").textContent = label;
+  input.value = value ?? "";
+  const okButton = box.querySelector("#ask-ok");
+  okButton.textContent = ok;
+  okButton.className = danger ? "danger" : "primary";
+  box.returnValue = "";
+  return new Promise((resolve) => {
+    box.addEventListener(
+      "close",
+      () => {
+        if (box.returnValue !== "ok") resolve(null);
+        else resolve(value === null ? true : input.value);
+      },
+      { once: true },
+    );
+    box.showModal();
+    if (value !== null) input.select();
+  });
+}

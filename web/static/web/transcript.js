@@ -1,0 +1,296 @@
+// The message list. Every element is keyed by message id (tool cards by call id), so a
+// message that arrives twice — from history and from a replayed run, or from two
+// notifications — is drawn once, in place.
+import { renderMarkdown } from "./markdown.js";
+
+const ROLE_LABEL = { user: "You", assistant: "Parley", tool: "Tool", system: "Note" };
+
+export class Transcript {
+  constructor(container) {
+    this.container = container;
+    this.top = container.querySelector("#history-top");
+    this.empty = container.querySelector("#empty");
+    this.byId = new Map();
+    this.cards = new Map();
+    this.streams = new Map(); // message id -> {element, target, shown, done}
+    this.oldestSeq = null;
+    this.newestSeq = 0;
+    this.ticking = false;
+  }
+
+  // --- stored messages ------------------------------------------------------------------
+
+  // Draw a stored message (from history, a notification or message.completed).
+  addStored(message, { prepend = false } = {}) {
+    this.empty.hidden = true;
+    if (message.seq) {
+      this.newestSeq = Math.max(this.newestSeq, message.seq);
+      if (this.oldestSeq === null || message.seq < this.oldestSeq) this.oldestSeq = message.seq;
+    }
+    if (message.role === "tool") {
+      this.toolResult(message.tool_call_id, message.name, message.content,
+        Boolean(message.provider_payload && message.provider_payload.is_error), { prepend });
+      return;
+    }
+    let element = this.byId.get(message.id);
+    if (!element && message.role === "user") element = this.adoptPending(message);
+    if (!element) {
+      element = this.create(message.role, message.kind, message.id);
+      this.place(element, prepend);
+    }
+    element.dataset.seq = message.seq || "";
+    if (message.role === "assistant") {
+      const stream = this.streams.get(message.id);
+      if (stream) {
+        // Let the smooth reveal finish on the stored text, which is the truth.
+        stream.target = message.content;
+        stream.done = true;
+        this.tick();
+      } else {
+        element.querySelector(".content").innerHTML = renderMarkdown(message.content);
+      }
+      if (message.provider_payload && message.provider_payload.finish_reason === "cancelled") {
+        element.classList.add("stopped");
+      }
+      for (const call of message.tool_calls || []) {
+        this.toolCard(message.id, call.id, call.name);
+        this.toolArguments(call.id, call.arguments, { complete: true });
+      }
+    } else {
+      this.setPlain(element, message);
+    }
+  }
+
+  create(role, kind, id) {
+    const element = document.createElement("article");
+    element.className = `message ${role}${kind && kind !== "message" ? ` ${kind}` : ""}`;
+    if (id) {
+      element.dataset.id = id;
+      this.byId.set(id, element);
+    }
+    const label = document.createElement("div");
+    label.className = "role";
+    label.textContent = ROLE_LABEL[role] || role;
+    const content = document.createElement("div");
+    content.className = role === "assistant" ? "content markdown" : "content";
+    element.append(label, content);
+    if (role === "assistant") {
+      const cards = document.createElement("div");
+      cards.className = "tool-cards";
+      element.append(cards);
+    }
+    return element;
+  }
+
+  setPlain(element, message) {
+    const content = element.querySelector(".content");
+    if (message.kind === "draft_edit") {
+      element.querySelector(".role").textContent = "Draft";
+      content.textContent = "You edited the draft; Parley was told.";
+      element.title = message.content;
+    } else if (message.kind === "event") {
+      element.querySelector(".role").textContent = "Context";
+      content.textContent = message.content;
+    } else {
+      content.textContent = message.content;
+    }
+  }
+
+  place(element, prepend) {
+    if (prepend) this.batch.append(element);
+    else this.container.append(element);
+  }
+
+  // An older page goes above what is shown, in order, without moving the reader's view.
+  prependPage(messages) {
+    const before = this.container.scrollHeight;
+    this.batch = document.createDocumentFragment();
+    for (const message of messages) this.addStored(message, { prepend: true });
+    this.top.after(this.batch);
+    this.container.scrollTop += this.container.scrollHeight - before;
+  }
+
+  // --- the user's own message before the server has stored it ---------------------------
+
+  addPending(content) {
+    this.empty.hidden = true;
+    const element = this.create("user", "message", null);
+    element.classList.add("pending");
+    element.dataset.pending = content;
+    element.querySelector(".content").textContent = content;
+    this.container.append(element);
+    return element;
+  }
+
+  adoptPending(message) {
+    for (const element of this.container.querySelectorAll("article[data-pending]")) {
+      if (element.dataset.pending === message.content) {
+        delete element.dataset.pending;
+        element.classList.remove("pending");
+        element.dataset.id = message.id;
+        this.byId.set(message.id, element);
+        return element;
+      }
+    }
+    return null;
+  }
+
+  // --- streaming --------------------------------------------------------------------------
+
+  streamStart(messageId) {
+    this.empty.hidden = true;
+    let element = this.byId.get(messageId);
+    if (!element) {
+      element = this.create("assistant", "message", messageId);
+      this.container.append(element);
+    }
+    element.classList.add("streaming");
+    // A retried step announces the same message again: its text starts afresh.
+    const stream = { element, target: "", shown: 0, done: false };
+    this.streams.set(messageId, stream);
+    element.querySelector(".content").innerHTML = "";
+    return element;
+  }
+
+  streamDelta(messageId, delta) {
+    if (!this.streams.has(messageId)) this.streamStart(messageId);
+    this.streams.get(messageId).target += delta;
+    this.tick();
+  }
+
+  // The run ended without storing this message (failure): keep the text, say so.
+  streamAbandon(note) {
+    for (const [id, stream] of this.streams) {
+      if (!stream.done) {
+        stream.done = true;
+        stream.element.classList.add("unsaved");
+        stream.element.title = note;
+      }
+      this.streams.delete(id);
+      stream.shown = stream.target.length;
+      this.paint(stream);
+    }
+  }
+
+  // Deltas arrive in bursts (the server merges them); the text is revealed a little per
+  // frame so it reads as a steady stream. A large backlog (a replay) appears at once.
+  tick() {
+    if (this.ticking) return;
+    this.ticking = true;
+    requestAnimationFrame(() => {
+      this.ticking = false;
+      let pending = false;
+      for (const [id, stream] of this.streams) {
+        const backlog = stream.target.length - stream.shown;
+        if (backlog > 0) {
+          stream.shown += backlog > 400 ? backlog : Math.max(2, Math.ceil(backlog / 6));
+          stream.shown = Math.min(stream.shown, stream.target.length);
+          this.paint(stream);
+        } else if (backlog < 0) {
+          stream.shown = stream.target.length;
+          this.paint(stream);
+        }
+        if (stream.shown < stream.target.length) pending = true;
+        else if (stream.done) {
+          stream.element.classList.remove("streaming");
+          this.streams.delete(id);
+        }
+      }
+      if (pending) this.tick();
+    });
+  }
+
+  paint(stream) {
+    const stick = this.nearBottom();
+    stream.element.querySelector(".content").innerHTML = renderMarkdown(
+      stream.target.slice(0, stream.shown),
+    );
+    if (stick) this.scrollToBottom();
+  }
+
+  streaming() {
+    return this.streams.size > 0;
+  }
+
+  // --- tool cards -------------------------------------------------------------------------
+
+  toolCard(messageId, callId, name) {
+    const existing = this.cards.get(callId);
+    if (existing) return existing;
+    const card = this.buildCard(callId, name);
+    let owner = this.byId.get(messageId);
+    if (!owner) {
+      owner = this.create("assistant", "message", messageId);
+      this.container.append(owner);
+    }
+    owner.querySelector(".tool-cards").append(card);
+    return card;
+  }
+
+  buildCard(callId, name) {
+    const card = document.createElement("section");
+    card.className = "tool-card";
+    card.dataset.callId = callId;
+    card.dataset.state = "running";
+    card.setAttribute("aria-label", `Tool call: ${name}`);
+    card.innerHTML = `
+      <header><span class="tool-icon" aria-hidden="true">⚙</span>
+        <span class="tool-name"></span><span class="tool-state">running…</span></header>
+      <dl><dt>Arguments</dt><dd><pre class="tool-args"></pre></dd>
+        <dt>Result</dt><dd><pre class="tool-result">…</pre></dd></dl>`;
+    card.querySelector(".tool-name").textContent = name;
+    this.cards.set(callId, card);
+    return card;
+  }
+
+  toolArguments(callId, text, { complete = false } = {}) {
+    const card = this.cards.get(callId);
+    if (!card) return;
+    const pre = card.querySelector(".tool-args");
+    if (!complete) {
+      pre.textContent += text;
+      return;
+    }
+    try {
+      pre.textContent = JSON.stringify(JSON.parse(text), null, 2);
+    } catch {
+      pre.textContent = text; // kept verbatim: the model may send invalid JSON
+    }
+  }
+
+  toolResult(callId, name, output, isError, { prepend = false } = {}) {
+    let card = this.cards.get(callId);
+    if (!card) {
+      // Its call is on an older page of history: show the result on its own.
+      const holder = this.create("assistant", "message", null);
+      this.place(holder, prepend);
+      card = this.buildCard(callId, name || "tool");
+      holder.querySelector(".tool-cards").append(card);
+      card.querySelector(".tool-args").textContent = "(earlier)";
+    }
+    card.dataset.state = isError ? "error" : "done";
+    card.querySelector(".tool-state").textContent = isError ? "failed" : "done";
+    card.querySelector(".tool-result").textContent = output;
+  }
+
+  // --- small notes (draft changes by the assistant, run outcomes) ----------------------------
+
+  note(text, kind = "info") {
+    const element = document.createElement("p");
+    element.className = `note ${kind}`;
+    element.textContent = text;
+    this.container.append(element);
+    if (this.nearBottom(200)) this.scrollToBottom();
+  }
+
+  // --- scrolling --------------------------------------------------------------------------
+
+  nearBottom(slack = 80) {
+    const c = this.container;
+    return c.scrollHeight - c.scrollTop - c.clientHeight < slack;
+  }
+
+  scrollToBottom() {
+    this.container.scrollTop = this.container.scrollHeight;
+  }
+}
