@@ -1,5 +1,8 @@
-"""DRF authentication by `Authorization: Bearer <key>`."""
+"""DRF authentication by `Authorization: Bearer <key>`, and by password where allowed."""
 
+from typing import Any
+
+from django.core.cache import cache
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
@@ -30,3 +33,32 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class PasswordAuthentication(authentication.BasicAuthentication):
+    """HTTP Basic with a cap on failed attempts, per username and per client address.
+
+    DRF applies throttles only after authentication succeeds, so without this cap a wrong
+    password could be tried without limit. Past the cap, even the right password is
+    refused until the window ends: a guesser learns nothing from the answer.
+    """
+
+    max_failures = 10
+    window_seconds = 15 * 60
+
+    def authenticate_credentials(
+        self, userid: str, password: str, request: Request | None = None
+    ) -> tuple[Any, None]:
+        address = request.META.get("REMOTE_ADDR", "") if request is not None else ""
+        keys = [f"parley:pw-fail:user:{userid.lower()}", f"parley:pw-fail:addr:{address}"]
+        if any((cache.get(key) or 0) >= self.max_failures for key in keys):
+            raise exceptions.Throttled(
+                wait=self.window_seconds, detail="Too many failed log-in attempts."
+            )
+        try:
+            return super().authenticate_credentials(userid, password, request)
+        except exceptions.AuthenticationFailed:
+            for key in keys:
+                cache.add(key, 0, self.window_seconds)
+                cache.incr(key)
+            raise

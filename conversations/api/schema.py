@@ -141,3 +141,17 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "An API key from `POST /api/v1/api-keys/`.",
         }
+
+
+class PasswordScheme(OpenApiAuthenticationExtension):
+    """Documents HTTP Basic, accepted by `api-keys/` only (for a program's first key)."""
+
+    target_class = "accounts.authentication.PasswordAuthentication"
+    name = "basicAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "scheme": "basic",
+            "description": "Username and password; at most 10 failures per 15 minutes.",
+        }

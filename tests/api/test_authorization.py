@@ -214,6 +214,27 @@ def test_the_first_key_can_be_made_with_username_and_password_only_there(owner):
     assert wrong.post("/api/v1/api-keys/", {"name": "x"}, format="json").status_code == 401
 
 
+def test_password_guessing_is_cut_off_after_ten_failures(owner):
+    from django.core.cache import cache
+
+    cache.clear()
+    guesser = APIClient()
+    guesser.credentials(HTTP_AUTHORIZATION="Basic " + _basic("alice", "wrong"))
+    answers = [guesser.get("/api/v1/api-keys/").status_code for _ in range(11)]
+    assert answers == [401] * 10 + [429]
+    assert error_of(guesser.get("/api/v1/api-keys/"))["code"] == "throttled"
+    # Past the cap even the right password is refused, so guessing reveals nothing...
+    right = APIClient()
+    right.credentials(HTTP_AUTHORIZATION="Basic " + _basic("alice", "pw-alice-123"))
+    assert right.get("/api/v1/api-keys/").status_code == 429
+    # ...while the account's API keys keep working.
+    _, secret = account_services.api_key_create(owner=owner, name="k")
+    keyed = APIClient()
+    keyed.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert keyed.get("/api/v1/api-keys/").status_code == 200
+    cache.clear()
+
+
 def _basic(username: str, password: str) -> str:
     import base64
 

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from accounts import selectors as account_selectors
 from accounts import services as account_services
-from accounts.authentication import ApiKeyAuthentication
+from accounts.authentication import ApiKeyAuthentication, PasswordAuthentication
 from accounts.models import ApiKey
 from conversations import selectors
 from conversations.api import serializers as s
@@ -80,7 +80,7 @@ class ApiKeyListView(ApiView):
     authentication_classes = [
         ApiKeyAuthentication,
         authentication.SessionAuthentication,
-        authentication.BasicAuthentication,
+        PasswordAuthentication,
     ]
 
     @extend_schema(
