@@ -90,7 +90,10 @@ class Stack:
 
 def process_stop(process: Worker | WebServer) -> None:
     process.stop()
-    process.log_path.unlink(missing_ok=True)
+    if os.environ.get("PARLEY_BENCH_KEEP_LOGS"):
+        progress(f"log kept: {process.log_path}")
+    else:
+        process.log_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -74,7 +74,7 @@ def stream_key(run_id: RunId) -> str:
     return f"parley:run:{run_id}:events"
 
 
-_pools: dict[str, redis.ConnectionPool] = {}
+_pools: dict[str, redis.BlockingConnectionPool] = {}
 _pools_lock = threading.Lock()
 
 
@@ -84,7 +84,14 @@ def redis_client() -> redis.Redis:
     with _pools_lock:
         pool = _pools.get(url)
         if pool is None:
-            pool = _pools[url] = redis.ConnectionPool.from_url(url, socket_timeout=SOCKET_TIMEOUT)
+            # Blocking: a worker with more threads than connections waits its turn for
+            # one instead of failing the step (redis-py 8 caps a plain pool and raises).
+            pool = _pools[url] = redis.BlockingConnectionPool.from_url(
+                url,
+                socket_timeout=SOCKET_TIMEOUT,
+                max_connections=settings.PARLEY_REDIS_MAX_CONNECTIONS,
+                timeout=SOCKET_TIMEOUT,
+            )
     return redis.Redis(connection_pool=pool)
 
 

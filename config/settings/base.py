@@ -136,6 +136,8 @@ REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{PARLEY_EMBEDDED_REDIS_P
 
 # Conversation notifications (second tabs, other devices) travel over the channel layer.
 CHANNEL_LAYERS = channel_layers_config(REDIS_URL)
+# Connections one process keeps to Redis for the event log; threads beyond it wait.
+PARLEY_REDIS_MAX_CONNECTIONS = env_int("PARLEY_REDIS_MAX_CONNECTIONS", 50)
 # Websocket frames larger than this are refused with an error event.
 PARLEY_WS_MAX_FRAME_BYTES = env_int("PARLEY_WS_MAX_FRAME_BYTES", 256 * 1024)
 

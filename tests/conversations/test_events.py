@@ -420,3 +420,34 @@ def test_message_texts_from_a_retried_step_in_the_log(run_id):
     for piece in ("The answer ", "is 42."):
         retry.message_delta("m1", piece)
     assert message_texts(events_all(run_id)) == {"m1": "The answer is 42."}
+
+
+def test_more_writers_than_redis_connections_wait_instead_of_failing(redis_url, settings):
+    # A worker runs a step per thread; with more threads than pooled connections a write
+    # once failed ("Too many connections") and crashed the step.
+    from conversations import events
+
+    settings.PARLEY_REDIS_MAX_CONNECTIONS = 2
+    events._pools.clear()
+    run_ids = [str(uuid.uuid4()) for _ in range(16)]
+    failures: list[BaseException] = []
+
+    def write(run_id: str) -> None:
+        try:
+            writer = EventWriter(run_id, coalesce_ms=0)
+            for n in range(20):
+                writer.message_delta("m1", f"t{n} ")
+        except BaseException as error:  # any failure fails the test
+            failures.append(error)
+
+    threads = [threading.Thread(target=write, args=(run_id,)) for run_id in run_ids]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert failures == []
+        assert all(len(events_all(run_id)) == 20 for run_id in run_ids)
+        assert events._pools[redis_url].max_connections == 2
+    finally:
+        events._pools.clear()  # later tests get a pool of the default size
