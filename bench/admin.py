@@ -33,12 +33,9 @@ from functools import partial
 from random import Random
 from typing import Any
 
-import django
+from bench.common import django_setup
 
-os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.local"
-# Time what production runs: without DEBUG's cursor wrapper keeping every SQL string.
-os.environ.setdefault("DEBUG", "false")
-django.setup()
+django_setup("config.settings.local")
 
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, models  # noqa: E402

@@ -33,13 +33,11 @@ from functools import partial
 from random import Random
 from typing import Any
 
-import django
 from tqdm import tqdm
 
-os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.local"
-# Time what production runs: without DEBUG's cursor wrapper keeping every SQL string.
-os.environ.setdefault("DEBUG", "false")
-django.setup()
+from bench.common import django_setup
+
+django_setup("config.settings.local")
 
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
