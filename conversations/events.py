@@ -17,10 +17,12 @@ Client rule for rebuilding replies (`message_texts`): concatenate `message.delta
 it again, since a step retried after a worker crash re-streams the same message from the start.
 """
 
+import asyncio
 import json
 import math
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -350,9 +352,7 @@ async def events_follow(
     """`events_read` for asyncio (websocket consumers, the SSE view)."""
     cursor = _Cursor.start(after, block_ms, timeout)
     key = stream_key(run_id)
-    # A client per call: asyncio connections belong to one event loop, and a follower holds
-    # its connection in XREAD BLOCK anyway.
-    client = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=SOCKET_TIMEOUT)
+    client = aioredis.Redis(connection_pool=_async_pool())
     try:
         while not cursor.done:
             page = await client.xrange(key, cursor.replay_min(), "+", count=PAGE) or []
@@ -366,6 +366,29 @@ async def events_follow(
                 yield event
     finally:
         await client.aclose()
+
+
+# Followers' connections, one pool per event loop (asyncio connections belong to the loop
+# that made them). Reusing connections matters: a web process follows a run per open
+# socket, and opening a connection costs the event loop far more than a command (redis-py
+# reads package metadata from disk for each one).
+_Loop = asyncio.AbstractEventLoop
+_async_pools: weakref.WeakKeyDictionary[_Loop, dict[str, aioredis.ConnectionPool]] = (
+    weakref.WeakKeyDictionary()
+)
+# Each follower holds a connection for the length of its XREAD BLOCK: no useful cap.
+ASYNC_MAX_CONNECTIONS = 100_000
+
+
+def _async_pool() -> aioredis.ConnectionPool:
+    pools = _async_pools.setdefault(asyncio.get_running_loop(), {})
+    url = settings.REDIS_URL  # read per call: tests change it
+    pool = pools.get(url)
+    if pool is None:
+        pool = pools[url] = aioredis.ConnectionPool.from_url(
+            url, socket_timeout=SOCKET_TIMEOUT, max_connections=ASYNC_MAX_CONNECTIONS
+        )
+    return pool
 
 
 def events_all(run_id: RunId, *, client: redis.Redis | None = None) -> list[Event]:
