@@ -80,7 +80,7 @@ class Step:
 
     def keepalive(self) -> bool:
         """While streaming: renew the lease when a third of it is used, and say whether a
-        cancel was asked. Holds no database connection in between (see _release)."""
+        cancel was asked. Holds no database connection in between (see _release_connection)."""
         now = time.monotonic()
         if now - self.renewed_at >= settings.PARLEY_RUN_LEASE_SECONDS / 3:
             self.renew()
