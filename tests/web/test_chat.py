@@ -201,6 +201,8 @@ def test_draft_edits_are_saved_and_assistant_changes_appear_live(
 ):
     conversation = services.conversation_create(owner=owner, title="Letter")
     chat_page.goto(f"/chat/{conversation.pk}/")
+    # Typing at once is fine (the page never overwrites it), but the assistant's change
+    # below is only seen live once the socket is up.
     draft = chat_page.get_by_label("Draft text")
     draft.fill("Dear Sam,\nthanks for the visit.")
     chat_page.get_by_role("button", name="Save draft").click()
@@ -208,6 +210,8 @@ def test_draft_edits_are_saved_and_assistant_changes_appear_live(
     conversation.refresh_from_db()
     assert conversation.draft == "Dear Sam,\nthanks for the visit."
     assert conversation.draft_edited
+
+    expect(chat_page.locator("#connection")).to_have_text("Live", timeout=10_000)
 
     new_text = "Dear Sam,\nthank you so much for the visit!"
     stack.fake.push(

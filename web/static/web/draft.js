@@ -9,7 +9,9 @@ export class DraftPanel {
     this.status = document.getElementById("draft-status");
     this.save = document.getElementById("draft-save");
     this.saved = "";
+    this.touched = false; // the user typed or saved since the page loaded
     this.input.addEventListener("input", () => {
+      this.touched = true;
       this.status.textContent = this.dirty() ? "Unsaved changes" : "";
     });
     this.input.addEventListener("keydown", (event) => {
@@ -26,6 +28,9 @@ export class DraftPanel {
   }
 
   load(text) {
+    // The page's first read of the conversation can land after the user began typing or
+    // even saved: their text is newer, so it stays (later changes arrive as `changed`).
+    if (this.touched) return;
     this.saved = text;
     this.input.value = text;
     this.status.textContent = "";
@@ -51,6 +56,7 @@ export class DraftPanel {
   }
 
   async store() {
+    this.touched = true;
     const text = this.input.value;
     this.save.disabled = true;
     this.status.textContent = "Saving…";
