@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: install run test lint typecheck migrations-check pytest bench clean
+.PHONY: install run test lint typecheck migrations-check pytest browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,15 @@ typecheck: install
 migrations-check: install
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
-pytest: install
+# The browser tests drive Debian's Chromium (Playwright's own browser download is never
+# used); installed here when missing, which needs root (as on CI) or sudo.
+browser:
+	@[ -x /usr/bin/chromium ] || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y chromium; }
+	@/usr/bin/chromium --version 2>/dev/null
+
+pytest: install browser
 	$(BIN)/pytest
 
 test: lint typecheck migrations-check pytest
