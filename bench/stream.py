@@ -5,9 +5,10 @@ Real processes: the fake OpenAI upstream (`tests.fake_openai_server`: 300 tokens
 after 0.2 s, each chunk's send time logged), a Celery worker (`--pool=threads
 --concurrency=<runs>`, as the Procfile runs it), Redis (REDIS_URL, or an embedded Valkey), the
 database in DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated first. This
-process starts runs with `services.run_start` and follows each run's log with `events_follow`
-on one asyncio loop, as the SSE view does. Per row (PARLEY_EVENT_COALESCE_MS given to the
-worker) one worker is started, warmed up by one unmeasured batch, then `--rounds` are timed:
+process starts runs with `services.run_start`; a child process follows each run's log with
+`events_follow` on one asyncio loop, as the SSE view does. Per row (PARLEY_EVENT_COALESCE_MS
+given to the worker) one worker is started, warmed up by one unmeasured batch, then
+`--rounds` are timed:
 
 - dispatch: the commit of run_start → Run.started_at (set by the worker when it leases it);
 - event latency: a message.delta's receive time here → the send time of the newest upstream
@@ -32,6 +33,7 @@ import contextlib
 import itertools
 import json
 import math
+import multiprocessing
 import os
 import re
 import secrets
@@ -165,27 +167,63 @@ class ChunkLog:
 
 
 class Readers:
-    """One asyncio loop on a thread of its own following runs, as the SSE view does."""
+    """Followers on one asyncio loop in a process of their own, as in a web process: in
+    this process they would wait for the GIL while it stores the next runs."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
+        context = multiprocessing.get_context("spawn")  # never fork a process with threads
+        self.requests: multiprocessing.Queue[str | None] = context.Queue()
+        self.results: multiprocessing.Queue[tuple[str, Received]] = context.Queue()
+        self.process = context.Process(
+            target=_readers_main, args=(self.requests, self.results), daemon=True
+        )
+        self.process.start()
+        self.waiting: dict[str, Future[Received]] = {}
+        self.lock = threading.Lock()
+        self.collector = threading.Thread(target=self._collect, daemon=True)
+        self.collector.start()
 
     def follow(self, run_id: str) -> Future[Received]:
-        return asyncio.run_coroutine_threadsafe(_follow(run_id), self.loop)
+        future: Future[Received] = Future()
+        with self.lock:
+            self.waiting[run_id] = future
+        self.requests.put(run_id)
+        return future
+
+    def _collect(self) -> None:
+        while True:
+            try:
+                run_id, received = self.results.get()
+            except (EOFError, OSError):
+                return
+            with self.lock:
+                future = self.waiting.pop(run_id, None)
+            if future is not None:
+                future.set_result(received)
 
     def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        self.loop.close()
+        self.requests.put(None)
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
 
 
-async def _follow(run_id: str) -> Received:
-    received: Received = []
-    async for event in events.events_follow(run_id, timeout=FOLLOW_TIMEOUT):
-        received.append((time.time(), event))
-    return received
+def _readers_main(
+    requests: "multiprocessing.Queue[str | None]",
+    results: "multiprocessing.Queue[tuple[str, Received]]",
+) -> None:
+    django_setup()
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def follow(run_id: str) -> None:
+        received: Received = []
+        async for event in events.events_follow(run_id, timeout=FOLLOW_TIMEOUT):
+            received.append((time.time(), event))
+        results.put((run_id, received))
+
+    while (run_id := requests.get()) is not None:
+        asyncio.run_coroutine_threadsafe(follow(run_id), loop)
 
 
 def run_start_timed(conversation: Conversation) -> tuple[Run, float]:

@@ -31,16 +31,9 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from conversations import events, notifications, selectors
+from conversations import events, notifications, selectors, streaming
 from conversations.cancel_flags import cancel_flag_raised
 from conversations.llm import provider_get
-from conversations.llm.base import (
-    ProviderError,
-    StreamAccumulator,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-)
 from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
 from conversations.models import Conversation, Message, Run
 from conversations.payloads import message_payload, run_payload
@@ -48,9 +41,9 @@ from conversations.services.messages import NewMessage, message_append
 
 log = logging.getLogger(__name__)
 
-# How often a streaming step looks for a cancel request (a Redis read, see cancel_flags):
-# a stop takes effect within a second, and 50 streaming runs cost 50 reads a second, not
-# one per chunk.
+# How often a streaming step's thread wakes to look for a stop request (a Redis read, see
+# cancel_flags) and renew its lease: a stop takes effect within a second, and 50 streaming
+# runs cost 50 reads a second, not one per chunk.
 CANCEL_CHECK_SECONDS = 1.0
 
 
@@ -65,7 +58,6 @@ class Step:
     token: uuid.UUID
     writer: events.EventWriter
     renewed_at: float = field(default_factory=time.monotonic)
-    checked_at: float = field(default_factory=time.monotonic)
 
     def lease_until(self) -> Any:
         return timezone.now() + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS)
@@ -79,8 +71,9 @@ class Step:
         self.renewed_at = time.monotonic()
 
     def keepalive(self) -> bool:
-        """While streaming: renew the lease when a third of it is used, and say whether a
-        cancel was asked. Holds no database connection in between (see _release_connection)."""
+        """While streaming (about once a second): renew the lease when a third of it is
+        used, and say whether a stop was asked. Holds no database connection in between
+        (see _release_connection)."""
         now = time.monotonic()
         if now - self.renewed_at >= settings.PARLEY_RUN_LEASE_SECONDS / 3:
             self.renew()
@@ -88,9 +81,6 @@ class Step:
             _release_connection()
             if cancelled:
                 return True
-        if now - self.checked_at < CANCEL_CHECK_SECONDS:
-            return False
-        self.checked_at = now
         return cancel_flag_raised(run_id=str(self.run.pk))
 
     def cancel_requested(self) -> bool:
@@ -222,38 +212,29 @@ def _call_model(step: Step) -> None:
         "message.created", message_id=str(message_id), role="assistant", attempt=run.attempt
     )
 
-    reply = StreamAccumulator()
-    cancelled = False
     _release_connection()
-    stream = provider_get().stream(model=run.model, messages=model_input, tools=tools)
+    stream = streaming.ReplyStream(
+        provider=provider_get(),
+        model=run.model,
+        messages=model_input,
+        tools=tools,
+        writer=step.writer,
+        message_id=str(message_id),
+    ).start()
     try:
-        for event in stream:
-            reply.add(event)
-            if isinstance(event, TextDelta):
-                step.writer.message_delta(str(message_id), event.text)
-            elif isinstance(event, ToolCallStarted):
-                step.writer.emit(
-                    "tool_call.created",
-                    message_id=str(message_id),
-                    call_id=event.call_id,
-                    name=event.name,
-                )
-            elif isinstance(event, ToolCallArgumentsDelta):
-                step.writer.tool_arguments_delta(event.call_id, event.delta)
-            step.writer.flush_if_due()
+        while (result := stream.wait(timeout=max(CANCEL_CHECK_SECONDS, 0.05))) is None:
             if step.keepalive():
-                cancelled = True
-                break
-    except ProviderError as exc:
-        step.writer.flush()
-        _finish(step, Run.Status.FAILED, error={"code": exc.code, "message": exc.message})
+                stream.stop()
+    except BaseException:
+        # Lease lost or a crash: stop reading, and write nothing more to a log that may
+        # have a new owner.
+        stream.stop(discard=True)
+        raise
+    if result.error is not None:
+        error = result.error
+        _finish(step, Run.Status.FAILED, error={"code": error.code, "message": error.message})
         return
-    finally:
-        # Stopping early (cancel) releases the upstream HTTP connection now, not at GC.
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()
-    step.writer.flush()
+    reply, cancelled = result.reply, result.stopped
 
     tool_calls = [] if cancelled else reply.tool_calls
     for call in tool_calls:

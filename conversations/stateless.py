@@ -25,11 +25,10 @@ from django.conf import settings
 from django.core import signing
 
 from accounts.models import User
-from conversations import context, validation
+from conversations import context, streaming, validation
 from conversations.context import HistoryMessage
 from conversations.errors import ValidationFailed
 from conversations.llm import provider_get
-from conversations.llm.base import StreamAccumulator
 from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
 from conversations.models import Conversation
 
@@ -197,13 +196,12 @@ def stateless_chat(
     status = "incomplete"
     reply = ""
     for _iteration in range(settings.PARLEY_RUN_MAX_ITERATIONS):
-        accumulated = StreamAccumulator()
-        for event in provider.stream(
+        accumulated = streaming.stream_collect(
+            provider,
             model=model,
             messages=_model_input(preamble, history),
             tools=tool_definitions(STATELESS_TOOLS),
-        ):
-            accumulated.add(event)
+        )
         for key, value in (accumulated.usage or {}).items():
             if isinstance(value, int) and not isinstance(value, bool):
                 usage[key] = usage.get(key, 0) + value

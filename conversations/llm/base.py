@@ -1,11 +1,13 @@
 """The provider protocol: what every LLM backend streams to the runner.
 
-A provider turns one model call into a stream of small events. The runner never sees
-SDK types, so the OpenAI-compatible provider, the offline demo provider and any future
-backend are interchangeable.
+A provider turns one model call into an asynchronous stream of small events. The runner
+never sees SDK types, so the OpenAI-compatible provider, the offline demo provider and any
+future backend are interchangeable. Streams are asynchronous because one event loop per
+worker process reads every reply in flight (conversations/streaming.py): a thread per
+reply spent most of its CPU handing the GIL around.
 """
 
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -80,10 +82,11 @@ class Provider(Protocol):
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
-    ) -> Iterator[StreamEvent]:
-        """Stream one model call. `messages` are OpenAI chat messages; `tools` are OpenAI
-        function tool definitions (`{"type": "function", "function": {...}}`), possibly
-        empty. Raises ProviderError; retries before the first token are the provider's."""
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """Stream one model call (an async generator). `messages` are OpenAI chat messages;
+        `tools` are OpenAI function tool definitions (`{"type": "function", "function":
+        {...}}`), possibly empty. Raises ProviderError; retries before the first token are
+        the provider's."""
         ...
 
 

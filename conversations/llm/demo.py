@@ -7,12 +7,12 @@ loop can be tried without network access or an account.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
 import re
-import time
-from collections.abc import Generator
+from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any
 
@@ -61,13 +61,13 @@ class DemoProvider:
             tokens_per_second = getattr(settings, "PARLEY_DEMO_TOKENS_PER_SECOND", 40.0)
         self.tokens_per_second = float(tokens_per_second)
 
-    def stream(
+    async def stream(
         self,
         *,
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
-    ) -> Generator[StreamEvent, None, None]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         offered = {
             tool["function"]["name"]: tool["function"]
             for tool in tools
@@ -77,17 +77,17 @@ class DemoProvider:
         if call is None:
             reply = _reply_text(messages, offered)
             for token in re.findall(r"\S+\s*|\s+", reply):
-                self._pause()
+                await self._pause()
                 yield TextDelta(token)
             completion_text, reason = reply, "stop"
         else:
             name, arguments = call
-            self._pause()
+            await self._pause()
             call_id = "call_demo" + _digest(messages)[:24]
             yield ToolCallStarted(index=0, call_id=call_id, name=name)
             size = max(1, math.ceil(len(arguments) / 3))  # streamed in pieces, as models do
             for start in range(0, len(arguments), size):
-                self._pause()
+                await self._pause()
                 yield ToolCallArgumentsDelta(call_id, arguments[start : start + size])
             completion_text, reason = arguments, "tool_calls"
         prompt_tokens = max(1, len(json.dumps([messages, tools], default=str)) // 4)
@@ -95,9 +95,9 @@ class DemoProvider:
         yield UsageReported(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens)
         yield Finished(reason)
 
-    def _pause(self) -> None:
+    async def _pause(self) -> None:
         if self.tokens_per_second > 0:
-            time.sleep(1.0 / self.tokens_per_second)
+            await asyncio.sleep(1.0 / self.tokens_per_second)
 
 
 def _tool_call_for(

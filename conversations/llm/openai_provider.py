@@ -1,7 +1,10 @@
 """The OpenAI-compatible provider: OpenAI, vLLM, Ollama, llama.cpp ... via the official SDK.
 
-The SDK's own retries are off (`max_retries=0`): a streamed call may only be retried before
-its first event reached the runner, and only this module knows when that happened.
+The SDK runs asynchronously on its aiohttp transport (the `aiohttp` extra): a worker reads
+every reply in flight on one event loop (conversations/streaming.py), and aiohttp's C
+HTTP parser reads a chunk for about half the CPU of the default httpx transport. The SDK's
+own retries are off (`max_retries=0`): a streamed call may only be retried before its first
+event reached the runner, and only this module knows when that happened.
 
 The SDK sends the request and raises its status errors, but the SSE body is parsed here into
 plain dicts: the SDK's pydantic model per chunk cost ~6x the CPU of reading it.
@@ -9,6 +12,7 @@ plain dicts: the SDK's pydantic model per chunk cost ~6x the CPU of reading it.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import logging
@@ -17,11 +21,13 @@ import re
 import ssl
 import time
 import uuid
-from collections.abc import Generator, Iterable, Iterator
-from contextlib import AbstractContextManager
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import aiohttp
 import httpx2
 import openai
 from django.conf import settings
@@ -70,44 +76,70 @@ class OpenAIProvider:
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
         retry_after_max: float = 20.0,
+        http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         self.timeout = float(settings.OPENAI_TIMEOUT_SECONDS if timeout is None else timeout)
         self.max_retries = settings.OPENAI_MAX_RETRIES if max_retries is None else max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.retry_after_max = retry_after_max
-        # One client per provider: its connection pool is reused across calls.
-        self.client = openai.OpenAI(
-            api_key=api_key or settings.OPENAI_API_KEY,
-            base_url=base_url or settings.OPENAI_BASE_URL or None,
-            timeout=self.timeout,
-            max_retries=0,
-        )
+        self.api_key = api_key or settings.OPENAI_API_KEY
+        self.base_url = base_url or settings.OPENAI_BASE_URL or None
+        self._http_client = http_client  # tests pass a mock transport
+        # An async client belongs to the event loop it first ran on (its connection pool
+        # does): one per loop, reused across calls on that loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
+        self._clients = weakref.WeakKeyDictionary()
 
-    def stream(
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            http_client = self._http_client or openai.DefaultAioHttpClient(timeout=self.timeout)
+            client = self._clients[loop] = openai.AsyncOpenAI(
+                api_key=self.api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client and its connections."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def stream(
         self,
         *,
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
-    ) -> Generator[StreamEvent, None, None]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         attempt = 0
         while True:
             translator = _ChunkTranslator()
             started = False  # an event reached the caller: from then on, never retry
             try:
-                with self._open(model, messages, tools) as response:
-                    for chunk in _read_chunks(response):
+                async with self._open(model, messages, tools) as response:
+                    async for chunk in _read_chunks(response):
                         for event in translator.feed(chunk):
                             started = True
                             yield event
-                yield from translator.finish()
+                for event in translator.finish():
+                    yield event
                 return
-            except openai.APIError as error:
+            except openai.APIError as raised:
+                error = _unwrapped(raised)
                 if translator.finish_reason and isinstance(error, openai.APIConnectionError):
                     # Only the usage chunk or [DONE] was lost: the reply itself is complete.
                     logger.warning("Stream broke after its finish reason; keeping the reply")
-                    yield from translator.finish()
+                    for event in translator.finish():
+                        yield event
                     return
                 if started or attempt >= self.max_retries or not _is_retryable(error):
                     raise _provider_error(error, started=started, timeout=self.timeout) from error
@@ -115,11 +147,11 @@ class OpenAIProvider:
                 attempt += 1
                 message = "Model call failed (%s); retry %d of %d in %.2fs"
                 logger.warning(message, _describe(error), attempt, self.max_retries, delay)
-                time.sleep(delay)
+                await asyncio.sleep(delay)
 
     def _open(
         self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> AbstractContextManager[openai.APIResponse[Any]]:
+    ) -> AbstractAsyncContextManager[openai.AsyncAPIResponse[Any]]:
         # Entering sends the request: status errors and connect/header timeouts are raised
         # there as usual. The body is left unread for `_read_chunks`; leaving closes it.
         # Messages and tools are already in OpenAI's wire format; the casts only name that.
@@ -139,75 +171,96 @@ class OpenAIProvider:
         return delay * (1 + random.uniform(0, 0.25))  # jitter spreads out concurrent retries
 
 
-def _read_chunks(response: openai.APIResponse[Any]) -> Iterator[dict[str, Any]]:
+async def _read_chunks(response: openai.AsyncAPIResponse[Any]) -> AsyncIterator[dict[str, Any]]:
     """The JSON chunks of a chat completion stream, up to `data: [DONE]`. Transport failures
     and `{"error": ...}` events raise what the SDK's stream raised, so retries and error
     mapping are unchanged."""
+    parser = SSEParser()
     try:
-        for event, data in _sse_events(response.iter_bytes()):
-            if data.startswith(b"[DONE]"):
-                return
-            try:  # per the SSE spec, invalid UTF-8 is replaced, not fatal
-                chunk = json.loads(data.decode("utf-8", "replace"))
-            except json.JSONDecodeError as error:
-                raise ProviderError("provider_error", _UNREADABLE) from error
-            if not isinstance(chunk, dict):
-                raise ProviderError("provider_error", _UNREADABLE)
-            if chunk.get("error") or event == b"error":
-                body = chunk.get("error") or chunk
-                message = _text(body.get("message")) if isinstance(body, dict) else None
-                message = message or "An error occurred during streaming"
-                raise openai.APIError(message, response.http_request, body=body)
-            yield chunk
+        async for read in response.iter_bytes():
+            for event, data in parser.feed(read):
+                if data.startswith(b"[DONE]"):
+                    return
+                yield _chunk(response, event, data)
     except httpx2.TimeoutException as error:
         raise openai.APITimeoutError(request=response.http_request) from error
     except (httpx2.RequestError, ssl.SSLError) as error:
         raise openai.APIConnectionError(request=response.http_request) from error
 
 
-def _sse_events(reads: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
-    """The (event type, data) of each Server-Sent Event, by the WHATWG event-stream rules.
+def _chunk(response: openai.AsyncAPIResponse[Any], event: bytes, data: bytes) -> dict[str, Any]:
+    try:  # per the SSE spec, invalid UTF-8 is replaced, not fatal
+        chunk = json.loads(data.decode("utf-8", "replace"))
+    except json.JSONDecodeError as error:
+        raise ProviderError("provider_error", _UNREADABLE) from error
+    if not isinstance(chunk, dict):
+        raise ProviderError("provider_error", _UNREADABLE)
+    if chunk.get("error") or event == b"error":
+        body = chunk.get("error") or chunk
+        message = _text(body.get("message")) if isinstance(body, dict) else None
+        message = message or "An error occurred during streaming"
+        raise openai.APIError(message, response.http_request, body=body)
+    return chunk
+
+
+class SSEParser:
+    """Server-Sent Events by the WHATWG event-stream rules, fed one network read at a time.
 
     Lines end in LF, CR or CRLF, also split across reads; `:` lines are comments; the `data`
     lines of an event are joined with LF; a blank line dispatches the event (none if it had
     no data); an unterminated event at the end is dropped. `id` and `retry` only serve
     EventSource reconnection, which does not apply to a POST: they are ignored.
     """
-    partial: list[bytes] = []  # a line split across reads, joined once so it stays linear
-    after_cr = False  # the last read ended in CR: a leading LF completes that CRLF
-    at_start = True  # a UTF-8 BOM may open the stream
-    data: list[bytes] = []
-    event = b""
-    for chunk in reads:
-        if after_cr and chunk.startswith(b"\n"):
+
+    def __init__(self) -> None:
+        self._partial: list[bytes] = []  # a line split across reads, joined once: linear
+        self._after_cr = False  # the last read ended in CR: a leading LF completes that CRLF
+        self._at_start = True  # a UTF-8 BOM may open the stream
+        self._data: list[bytes] = []
+        self._event = b""
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
+        """The (event type, data) of each event this read completed."""
+        if self._after_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         if not chunk:
-            continue
-        after_cr = chunk.endswith(b"\r")
+            return []
+        self._after_cr = chunk.endswith(b"\r")
         lines = chunk.splitlines()  # bytes split only on LF, CR and CRLF
         tail = b"" if chunk.endswith((b"\n", b"\r")) else lines.pop()
+        partial = self._partial
         if lines and partial:
             lines[0] = b"".join([*partial, lines[0]])
             partial.clear()
-        if at_start and lines:
-            lines[0], at_start = lines[0].removeprefix(b"\xef\xbb\xbf"), False
+        if self._at_start and lines:
+            lines[0], self._at_start = lines[0].removeprefix(b"\xef\xbb\xbf"), False
         if tail:
             partial.append(tail)
+        found: list[tuple[bytes, bytes]] = []
+        data = self._data
         for line in lines:
             if line.startswith(b"data:"):  # nearly every line: checked first
                 data.append(line[6:] if line[5:6] == b" " else line[5:])
             elif not line:
                 if data:
-                    yield event, b"\n".join(data)
-                    data = []
-                event = b""
+                    found.append((self._event, b"\n".join(data)))
+                    data.clear()
+                self._event = b""
             elif not line.startswith(b":"):
                 name, _, value = line.partition(b":")
                 value = value[1:] if value[:1] == b" " else value
                 if name == b"event":
-                    event = value
+                    self._event = value
                 elif name == b"data":  # a bare `data` line adds an empty one
                     data.append(value)
+        return found
+
+
+def _sse_events(reads: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """Every event of a sequence of reads (tests read the parser through this)."""
+    parser = SSEParser()
+    for read in reads:
+        yield from parser.feed(read)
 
 
 @dataclass
@@ -310,6 +363,25 @@ def _usage_event(usage: dict[str, Any]) -> UsageReported:
 
 def _text(value: object) -> str | None:  # a field of another type counts as absent
     return value if isinstance(value, str) and value else None
+
+
+def _unwrapped(error: openai.APIError) -> openai.APIError:
+    """The SDK error with the transport's cause read correctly.
+
+    The aiohttp transport maps every `aiohttp.ClientConnectionError` to a connect *timeout*,
+    so a refused or reset connection would be reported as the server being slow. Its
+    original exception is kept in the cause chain: a timeout only if that says so.
+    """
+    if not isinstance(error, openai.APITimeoutError):
+        return error
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, aiohttp.ServerTimeoutError | asyncio.TimeoutError):
+            return error
+        if isinstance(cause, aiohttp.ClientError | OSError):
+            return openai.APIConnectionError(request=error.request)
+        cause = cause.__cause__ or cause.__context__
+    return error
 
 
 def _is_retryable(error: openai.APIError) -> bool:

@@ -35,8 +35,12 @@ def run_start(
         earlier = _run_for_client_id(conversation=conversation, client_id=client_id)
         if earlier is not None:
             return earlier
+    started: list[Run] = []
     try:
         with transaction.atomic():
+            # Registered first, so it runs first after commit: a worker waits for this one,
+            # while the notifications only keep other tabs in sync. Dropped on rollback.
+            transaction.on_commit(lambda: _run_announce(started[0]))
             if Run.objects.filter(
                 conversation=conversation, status__in=Run.ACTIVE_STATUSES
             ).exists():
@@ -48,6 +52,7 @@ def run_start(
                 model=conversation.model or settings.PARLEY_MODEL,
                 client_id=client_id,
             )
+            started.append(run)
             Message.objects.filter(pk=message.pk).update(run=run)
             message.run = run
             notifications.notify(conversation.pk, notifications.RUN_STARTED, run=run_payload(run))
@@ -60,7 +65,6 @@ def run_start(
         if Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists():
             raise Conflict(RUN_ACTIVE_MESSAGE) from exc
         raise
-    transaction.on_commit(lambda: _run_announce(run))
     return message, run
 
 

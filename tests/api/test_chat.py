@@ -2,7 +2,7 @@
 next call with that id continues it, and the model sees the history."""
 
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -24,9 +24,9 @@ class RecordingProvider:
     def __init__(self) -> None:
         self.calls: list[list[dict[str, Any]]] = []
 
-    def stream(
+    async def stream(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> Iterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         self.calls.append(messages)
         last = messages[-1]["content"]
         yield TextDelta(f"You said: {last}")

@@ -2,7 +2,7 @@
 
 import base64
 import zlib
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
@@ -23,9 +23,9 @@ class EchoProvider:
     def __init__(self) -> None:
         self.calls: list[list[dict[str, Any]]] = []
 
-    def stream(
+    async def stream(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> Iterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         self.calls.append(messages)
         yield TextDelta(f"reply {len(self.calls)}")
         yield Finished("stop")

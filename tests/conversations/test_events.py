@@ -213,24 +213,24 @@ def test_the_character_limit_flushes(run_id):
     ]
 
 
-def test_the_time_window_flushes_on_the_next_delta_or_when_due(run_id):
+def test_the_time_window_flushes_on_the_next_delta(run_id):
     now = [0.0]
     writer = EventWriter(run_id, coalesce_ms=50, coalesce_chars=10_000, clock=lambda: now[0])
     writer.message_delta("m1", "a")  # nothing written for a while: out at once
+    assert writer.pending_age() is None
     now[0] = 0.01
     writer.message_delta("m1", "b")
-    assert writer.flush_if_due() is None
+    now[0] = 0.04
+    assert writer.pending_age() == pytest.approx(0.03)
     assert [event["delta"] for event in events_all(run_id)] == ["a"]
     now[0] = 0.06  # a window since the last write: this delta goes out with the buffered one
     writer.message_delta("m1", "c")
     writer.message_delta("m1", "d")
-    now[0] = 0.1
-    assert writer.flush_if_due() is None
-    now[0] = 0.11
-    assert writer.flush_if_due() == 2
-    now[0] = 5.0  # after a quiet spell the next delta is immediate again
+    now[0] = 5.0  # the next delta a window later takes the held one along
     writer.message_delta("m1", "e")
-    assert [event["delta"] for event in events_all(run_id)] == ["a", "bc", "d", "e"]
+    now[0] = 10.0  # after a quiet spell the next delta is immediate again
+    writer.message_delta("m1", "f")
+    assert [event["delta"] for event in events_all(run_id)] == ["a", "bc", "de", "f"]
 
 
 def test_another_target_or_event_flushes_pending_deltas_first(run_id):

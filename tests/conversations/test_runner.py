@@ -1,10 +1,12 @@
 """The step runner in-process: leases, the attempt cap, cancellation, the watchdog."""
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import AsyncGenerator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from conversations import events, runner, services, watchdog
@@ -21,9 +23,9 @@ class ScriptedProvider:
         self.replies = list(replies)
         self.calls: list[list[dict[str, Any]]] = []
 
-    def stream(
+    async def stream(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> Iterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         self.calls.append(messages)
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
@@ -88,10 +90,11 @@ def test_a_step_that_lost_its_lease_stores_nothing(conversation, redis_url, enqu
     run = start(conversation)
 
     class Usurped(ScriptedProvider):
-        def stream(self, **kwargs: Any) -> Iterator[StreamEvent]:
+        async def stream(self, **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
             # Mid-stream, another worker takes the run over (this one stalled too long).
-            Run.objects.filter(pk=run.pk).update(lease_token=None)
-            yield from super().stream(**kwargs)
+            await sync_to_async(Run.objects.filter(pk=run.pk).update)(lease_token=None)
+            async for event in super().stream(**kwargs):
+                yield event
 
     provide(monkeypatch, Usurped("too late"))
     runner.run_step(str(run.id))
@@ -157,12 +160,15 @@ def test_a_cancel_requested_before_a_step_stops_the_run(
 class CancelledMidStream(ScriptedProvider):
     """Asks for a stop (as a user would, through the service) after the first word."""
 
-    def stream(self, **kwargs: Any) -> Iterator[StreamEvent]:
-        run = Run.objects.get()
-        for number, event in enumerate(super().stream(**kwargs)):
+    async def stream(self, **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
+        run = await Run.objects.aget()
+        number = 0
+        async for event in super().stream(**kwargs):
             if number == 1:
-                services.run_cancel(run=run)
+                await sync_to_async(services.run_cancel)(run=run)
+            number += 1
             yield event
+            await asyncio.sleep(0.005)  # a model's pace: the stop lands mid-reply
 
 
 def test_a_stop_asked_mid_stream_keeps_the_partial_reply(

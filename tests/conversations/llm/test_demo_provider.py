@@ -18,6 +18,7 @@ from conversations.llm.base import (
     UsageReported,
 )
 from conversations.llm.demo import DemoProvider
+from tests.streams import drain
 
 
 def function_tool(name: str, **properties: str) -> dict[str, Any]:
@@ -44,7 +45,7 @@ DRAFT_CONTEXT = {"role": "system", "content": '[current draft: "Hi"]'}
 def run(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]] = TOOLS
 ) -> tuple[list[StreamEvent], StreamAccumulator]:
-    events = list(
+    events = drain(
         DemoProvider(tokens_per_second=0).stream(model="demo", messages=messages, tools=tools)
     )
     accumulator = StreamAccumulator()
@@ -167,7 +168,7 @@ def test_streams_at_the_configured_pace() -> None:
     begun = time.perf_counter()
     deltas = [
         e
-        for e in provider.stream(model="demo", messages=messages, tools=TOOLS)
+        for e in drain(provider.stream(model="demo", messages=messages, tools=TOOLS))
         if isinstance(e, TextDelta)
     ]
 

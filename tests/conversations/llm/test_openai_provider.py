@@ -1,16 +1,15 @@
 """OpenAIProvider: the real SDK against the fake OpenAI-compatible server."""
 
+import asyncio
 import itertools
 import json
 import re
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
-import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
@@ -26,6 +25,7 @@ from conversations.llm.base import (
 )
 from conversations.llm.openai_provider import OpenAIProvider, _ChunkTranslator, _sse_events
 from tests.fake_openai import FakeOpenAI, Script
+from tests.streams import drain
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
 MESSAGES: list[dict[str, Any]] = [
@@ -49,7 +49,8 @@ def provider_for(fake: FakeOpenAI, **options: Any) -> OpenAIProvider:
 def run(
     provider: OpenAIProvider, tools: list[dict[str, Any]] | None = None
 ) -> tuple[list[StreamEvent], StreamAccumulator]:
-    events = list(provider.stream(model="gpt-test", messages=MESSAGES, tools=tools or []))
+    stream = provider.stream(model="gpt-test", messages=MESSAGES, tools=tools or [])
+    events = drain(stream, closing=provider)
     accumulator = StreamAccumulator()
     for event in events:
         accumulator.add(event)
@@ -210,19 +211,19 @@ def test_argument_pieces_before_the_name_are_held_back() -> None:
     ]
 
 
-def test_concurrent_streams_do_not_mix(fake_openai: FakeOpenAI) -> None:
+async def text_of(provider: OpenAIProvider) -> str:
+    reply = StreamAccumulator()
+    async for event in provider.stream(model="m", messages=MESSAGES, tools=[]):
+        reply.add(event)
+    return reply.text
+
+
+async def test_concurrent_streams_on_one_loop_do_not_mix(fake_openai: FakeOpenAI) -> None:
     fake_openai.default_script = Script(text="one two three four five", tokens_per_second=200)
     provider = provider_for(fake_openai)
-    texts: list[str] = []
 
-    def worker() -> None:
-        texts.append(run(provider)[1].text)
-
-    threads = [threading.Thread(target=worker) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
+    texts = await asyncio.gather(*(text_of(provider) for _ in range(20)))
+    await provider.aclose()
 
     assert texts == ["one two three four five"] * 20
     assert len(fake_openai.requests) == 20
@@ -317,12 +318,16 @@ def test_a_connection_cut_mid_stream_is_not_retried(fake_openai: FakeOpenAI) -> 
     fake_openai.push(Script(text="This reply will never end", cut_after_chunks=3))
     received: list[StreamEvent] = []
 
-    def consume() -> None:
-        for event in provider_for(fake_openai).stream(model="m", messages=MESSAGES, tools=[]):
-            received.append(event)
+    async def consume() -> None:
+        provider = provider_for(fake_openai)
+        try:
+            async for event in provider.stream(model="m", messages=MESSAGES, tools=[]):
+                received.append(event)
+        finally:
+            await provider.aclose()
 
     with pytest.raises(ProviderError) as caught:
-        consume()
+        asyncio.run(consume())
 
     assert caught.value.code == "connection_error"
     assert [e.text for e in received if isinstance(e, TextDelta)] == ["This", " rep"]
@@ -367,21 +372,22 @@ def test_a_refused_connection_is_retried_then_reported() -> None:
     )
 
     with pytest.raises(ProviderError) as caught:
-        list(provider.stream(model="m", messages=MESSAGES, tools=[]))
+        drain(provider.stream(model="m", messages=MESSAGES, tools=[]), closing=provider)
 
     assert caught.value.code == "connection_error"
     assert "connect" in caught.value.message
 
 
-def test_closing_the_stream_early_releases_the_connection(fake_openai: FakeOpenAI) -> None:
+async def test_closing_the_stream_early_releases_the_connection(fake_openai: FakeOpenAI) -> None:
     fake_openai.push(Script(text="a long reply " * 20, tokens_per_second=500))
     provider = provider_for(fake_openai)
 
     stream = provider.stream(model="m", messages=MESSAGES, tools=[])
-    assert isinstance(next(stream), TextDelta)
-    stream.close()  # what a cancelled run does
+    assert isinstance(await anext(stream), TextDelta)
+    await stream.aclose()  # what a stopped run does
 
-    assert run(provider)[1].text == "OK"
+    assert await text_of(provider) == "OK"
+    await provider.aclose()
 
 
 def test_recorded_chunks_have_send_times(fake_openai: FakeOpenAI) -> None:
@@ -397,7 +403,7 @@ def test_recorded_chunks_have_send_times(fake_openai: FakeOpenAI) -> None:
     assert json.loads(chunks[1].data)["choices"][0]["delta"] == {"content": "abcd"}
 
 
-def test_chunks_are_not_turned_into_sdk_models(
+async def test_chunks_are_not_turned_into_sdk_models(
     fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The SDK's Stream builds a pydantic model per chunk through this hook: that CPU cost is
@@ -410,7 +416,8 @@ def test_chunks_are_not_turned_into_sdk_models(
 
     monkeypatch.setattr(provider.client, "_process_response_data", no_models)
 
-    assert run(provider)[1].text == "No models here"
+    assert await text_of(provider) == "No models here"
+    await provider.aclose()
 
 
 # --- the SSE wire format, byte by byte ------------------------------------------------------
@@ -421,7 +428,7 @@ def sse_provider(*reads: bytes | Exception) -> tuple[OpenAIProvider, list[httpx2
     exception in `reads` is raised at that point, as a transport failure would be)."""
     requests: list[httpx2.Request] = []
 
-    def body() -> Iterator[bytes]:
+    async def body() -> AsyncIterator[bytes]:
         for read in reads:
             if isinstance(read, Exception):
                 raise read
@@ -437,12 +444,7 @@ def sse_provider(*reads: bytes | Exception) -> tuple[OpenAIProvider, list[httpx2
         timeout=5.0,
         max_retries=2,
         backoff_base=0.01,
-    )
-    provider.client = openai.OpenAI(
-        api_key="sk-test",
-        base_url="http://upstream.test/v1",
-        max_retries=0,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
     )
     return provider, requests
 
@@ -536,12 +538,15 @@ def test_a_stall_mid_stream_is_a_timeout_and_not_retried() -> None:
     )
     received: list[StreamEvent] = []
 
-    def consume() -> None:
-        for event in provider.stream(model="m", messages=MESSAGES, tools=[]):
-            received.append(event)
+    async def consume() -> None:
+        try:
+            async for event in provider.stream(model="m", messages=MESSAGES, tools=[]):
+                received.append(event)
+        finally:
+            await provider.aclose()
 
     with pytest.raises(ProviderError) as caught:
-        consume()
+        asyncio.run(consume())
 
     assert caught.value.code == "provider_timeout"
     assert received == [TextDelta("Hi")]

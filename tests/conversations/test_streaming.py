@@ -1,0 +1,175 @@
+"""Replies streamed on the process's streaming loop into a run's event log (real Redis)."""
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
+
+from conversations import streaming
+from conversations.events import EventWriter, events_all, message_texts
+from conversations.llm.base import Finished, ProviderError, StreamEvent, TextDelta
+
+MESSAGE_ID = "m1"
+
+
+class PacedProvider:
+    """Says `words` one every `pause` seconds; `stall_after` words in it stops for `stall`
+    seconds; `fail_after` words in it raises a provider error."""
+
+    name = "paced"
+
+    def __init__(
+        self,
+        words: list[str],
+        *,
+        pause: float = 0.0,
+        stall_after: int | None = None,
+        stall: float = 0.0,
+        fail_after: int | None = None,
+    ) -> None:
+        self.words, self.pause = words, pause
+        self.stall_after, self.stall, self.fail_after = stall_after, stall, fail_after
+        self.closed = False
+
+    async def stream(
+        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AsyncGenerator[StreamEvent, None]:
+        try:
+            for number, word in enumerate(self.words):
+                if number == self.fail_after:
+                    raise ProviderError("provider_error", "The model server failed.")
+                if number == self.stall_after:
+                    await asyncio.sleep(self.stall)
+                yield TextDelta(word)
+                await asyncio.sleep(self.pause)
+            yield Finished("stop")
+        finally:
+            self.closed = True
+
+
+def reply_stream(provider: PacedProvider, run_id: str, coalesce_ms: int = 50):
+    writer = EventWriter(run_id, coalesce_ms=coalesce_ms)
+    return streaming.ReplyStream(
+        provider=provider, model="m", messages=[], tools=[], writer=writer, message_id=MESSAGE_ID
+    )
+
+
+def logged_text(run_id: str) -> str:
+    return message_texts(events_all(run_id)).get(MESSAGE_ID, "")
+
+
+@pytest.fixture
+def run_id(redis_url: str) -> str:
+    return str(uuid.uuid4())
+
+
+def test_a_reply_is_streamed_into_the_log(run_id):
+    words = [f"w{n} " for n in range(50)]
+    stream = reply_stream(PacedProvider(words, pause=0.002), run_id).start()
+
+    result = stream.wait(timeout=10)
+
+    assert result is not None
+    assert result.reply.text == "".join(words)
+    assert result.reply.finish_reason == "stop"
+    assert logged_text(run_id) == "".join(words)
+    deltas = [event for event in events_all(run_id) if event["type"] == "message.delta"]
+    assert 1 < len(deltas) < len(words)  # coalesced, yet not held to the end
+    assert [event["sequence_number"] for event in events_all(run_id)] == list(range(len(deltas)))
+
+
+def test_text_held_by_a_stalled_model_reaches_the_log_within_a_window(run_id):
+    # "Hello" goes out at once; " world" waits for the window, and the model then stalls.
+    provider = PacedProvider(["Hello", " world", "!"], stall_after=2, stall=2.0)
+    stream = reply_stream(provider, run_id, coalesce_ms=100).start()
+
+    time.sleep(0.5)
+
+    assert logged_text(run_id) == "Hello world"
+    result = stream.wait(timeout=5)
+    assert result is not None
+    assert logged_text(run_id) == "Hello world!"
+
+
+def test_a_stop_ends_the_stream_keeps_the_text_and_closes_the_upstream(run_id):
+    provider = PacedProvider([f"w{n} " for n in range(1000)], pause=0.005)
+    stream = reply_stream(provider, run_id).start()
+    time.sleep(0.2)
+
+    stream.stop()
+    result = stream.wait(timeout=5)
+
+    assert result is not None
+    assert result.stopped
+    assert 0 < len(result.reply.text) < len("".join(provider.words))
+    assert logged_text(run_id) == result.reply.text  # pending deltas were written
+    assert provider.closed
+
+
+def test_a_stop_during_a_stall_takes_effect_at_once(run_id):
+    provider = PacedProvider(["Hello", " world"], stall_after=1, stall=30.0)
+    stream = reply_stream(provider, run_id).start()
+    time.sleep(0.2)
+
+    begun = time.monotonic()
+    stream.stop()
+    result = stream.wait(timeout=5)
+
+    assert time.monotonic() - begun < 1
+    assert result is not None
+    assert result.stopped
+    assert result.reply.text == "Hello"
+    assert provider.closed
+
+
+def test_a_discarding_stop_writes_nothing_more(run_id):
+    # A lost lease: another worker owns the log now.
+    provider = PacedProvider(["a", "b", "c"], stall_after=2, stall=30.0)
+    stream = reply_stream(provider, run_id, coalesce_ms=60_000).start()
+    time.sleep(0.2)  # "a" is written at once, "b" waits for the (hour-long) window
+
+    stream.stop(discard=True)
+    result = stream.wait(timeout=5)
+
+    assert result is not None
+    assert result.reply.text == "ab"
+    assert logged_text(run_id) == "a"
+
+
+def test_a_provider_error_is_the_result_and_the_text_so_far_is_logged(run_id):
+    provider = PacedProvider(["Hel", "lo", "never"], fail_after=2)
+
+    result = reply_stream(provider, run_id, coalesce_ms=60_000).start().wait(timeout=5)
+
+    assert result is not None
+    assert result.error is not None
+    assert result.error.code == "provider_error"
+    assert logged_text(run_id) == "Hello"
+
+
+def test_many_replies_share_the_loop_without_mixing(redis_url):
+    runs = {str(uuid.uuid4()): [f"{n}-{i} " for i in range(30)] for n in range(20)}
+    streams = {
+        run_id: reply_stream(PacedProvider(words, pause=0.003), run_id).start()
+        for run_id, words in runs.items()
+    }
+
+    results = {run_id: stream.wait(timeout=10) for run_id, stream in streams.items()}
+
+    for run_id, words in runs.items():
+        result = results[run_id]
+        assert result is not None
+        assert result.reply.text == "".join(words)
+        assert logged_text(run_id) == "".join(words)
+
+
+def test_stream_collect_reads_a_whole_reply_without_a_log():
+    reply = streaming.stream_collect(
+        PacedProvider(["Hi", " there"]), model="m", messages=[], tools=[]
+    )
+
+    assert reply.text == "Hi there"
+    assert reply.finish_reason == "stop"
