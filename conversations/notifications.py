@@ -6,14 +6,18 @@ state over the API, so a broken channel layer is logged, never raised into a wri
 """
 
 import logging
+import os
 from typing import Any
 from uuid import UUID
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from conversations import streaming
+
 log = logging.getLogger(__name__)
+SEND_TIMEOUT = 5.0
 
 # Notification types (run events have their own, in events.py).
 MESSAGE_STORED = "conversation.message"
@@ -38,7 +42,23 @@ def _send(group: str, body: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": "conversation.notify", "body": body}
     try:
-        async_to_sync(layer.group_send)(group, {"type": "conversation.notify", "body": body})
+        if _inside_sync_to_async():
+            # An async server's helper thread: its own event loop sends it.
+            async_to_sync(layer.group_send)(group, message)
+        else:
+            # A plain thread (a worker's step, a command): async_to_sync would start a loop,
+            # a thread and a Redis connection per notification (3-4 ms each); this
+            # process's streaming loop keeps one connection open instead.
+            streaming.loop_submit(layer.group_send(group, message)).result(timeout=SEND_TIMEOUT)
     except Exception:
         log.warning("could not notify %s of %s", group, body.get("type"), exc_info=True)
+
+
+def _inside_sync_to_async() -> bool:
+    # Set by asgiref for the threads that run sync code on behalf of an event loop.
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    return loop is not None and getattr(SyncToAsync.threadlocal, "main_event_loop_pid", 0) == (
+        os.getpid()
+    )

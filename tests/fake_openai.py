@@ -93,6 +93,7 @@ class ChunkSent:
     index: int
     kind: str  # role, text, tool, finish, usage, error, done
     data: str  # the `data:` payload
+    text: str | None  # the content token of a text chunk
     perf_counter: float
     wall_time: float
 
@@ -208,29 +209,31 @@ class _Handler(BaseHTTPRequestHandler):
         interval = 1.0 / script.tokens_per_second if script.tokens_per_second > 0 else 0.0
         started = time.perf_counter()
         content_sent = 0
-        for index, (kind, data) in enumerate(events):
+        for index, (kind, data, text) in enumerate(events):
             if script.cut_after_chunks is not None and index >= script.cut_after_chunks:
                 self._drop_connection()
                 return
             if index == script.error_event_after_chunks:
                 message = script.error_message or _ERROR_DEFAULTS[500][0]
                 error = _error_body(message, "server_error", script.error_code)
-                self._send_event(record, index, "error", json.dumps(error))
+                self._send_event(record, index, "error", json.dumps(error), None)
                 break
             if kind in ("text", "tool"):
                 # Pace against a fixed schedule so sleeping overhead does not add up.
                 if interval and content_sent:
                     fake._sleep(started + content_sent * interval - time.perf_counter())
                 content_sent += 1
-            self._send_event(record, index, kind, data)
+            self._send_event(record, index, kind, data, text)
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def _send_event(self, record: RecordedRequest, index: int, kind: str, data: str) -> None:
+    def _send_event(
+        self, record: RecordedRequest, index: int, kind: str, data: str, text: str | None
+    ) -> None:
         payload = f"data: {data}\n\n".encode()
         self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         self.wfile.flush()
-        sent = ChunkSent(index, kind, data, time.perf_counter(), time.time())
+        sent = ChunkSent(index, kind, data, text, time.perf_counter(), time.time())
         record.chunks.append(sent)
         if record.script.on_chunk is not None:
             record.script.on_chunk(index, sent.perf_counter)
@@ -248,8 +251,8 @@ def _error_body(message: str, type_: str, code: str | None = None) -> dict[str, 
 
 def _plan_events(
     script: Script, body: dict[str, Any], *, usage_requested: bool
-) -> list[tuple[str, str]]:
-    """Every SSE event of the reply, in order: (kind, data)."""
+) -> list[tuple[str, str, str | None]]:
+    """Every SSE event of the reply, in order: (kind, data, text of a text chunk)."""
     envelope = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
         "object": "chat.completion.chunk",
@@ -265,17 +268,17 @@ def _plan_events(
         return json.dumps({**envelope, "choices": [choice], **usage})
 
     tokens = script.tokens()
-    events: list[tuple[str, str]] = [
-        ("role", chunk({"role": "assistant", "content": "" if tokens else None, "refusal": None}))
-    ]
-    events += [("text", chunk({"content": token})) for token in tokens]
-    events += [("tool", chunk({"tool_calls": [piece]})) for piece in _tool_call_pieces(script)]
+    role = {"role": "assistant", "content": "" if tokens else None, "refusal": None}
+    events: list[tuple[str, str, str | None]] = [("role", chunk(role), None)]
+    events += [("text", chunk({"content": token}), token) for token in tokens]
+    pieces = _tool_call_pieces(script)
+    events += [("tool", chunk({"tool_calls": [piece]}), None) for piece in pieces]
     if script.send_finish_reason:
         reason = script.finish_reason or ("tool_calls" if script.tool_calls else "stop")
-        events.append(("finish", chunk({}, reason)))
+        events.append(("finish", chunk({}, reason), None))
     if usage_requested and script.include_usage:
         prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
-        completion_tokens = sum(1 for kind, _ in events if kind in ("text", "tool"))
+        completion_tokens = sum(1 for kind, _, _ in events if kind in ("text", "tool"))
         usage = script.usage or {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -283,8 +286,8 @@ def _plan_events(
             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         }
-        events.append(("usage", json.dumps({**envelope, "choices": [], "usage": usage})))
-    events.append(("done", "[DONE]"))
+        events.append(("usage", json.dumps({**envelope, "choices": [], "usage": usage}), None))
+    events.append(("done", "[DONE]", None))
     return events
 
 

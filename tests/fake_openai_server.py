@@ -92,7 +92,7 @@ class LoggingFakeOpenAI(FakeOpenAI):
         line = {
             "user": content if isinstance(content, str) else json.dumps(content),
             "received_at": time.time() - (time.perf_counter() - record.received_at),
-            "chunks": [[c.kind, _chunk_text(c.kind, c.data), c.wall_time] for c in record.chunks],
+            "chunks": [[c.kind, c.text, c.wall_time] for c in record.chunks],
         }
         with self._lock:
             self._requests.remove(record)
@@ -100,13 +100,6 @@ class LoggingFakeOpenAI(FakeOpenAI):
             if not self._log.closed:
                 self._log.write(json.dumps(line, separators=(",", ":")) + "\n")
                 self._log.flush()
-
-
-def _chunk_text(kind: str, data: str) -> str | None:
-    if kind != "text":
-        return None
-    content: str = json.loads(data)["choices"][0]["delta"]["content"]
-    return content
 
 
 def main() -> None:

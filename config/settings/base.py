@@ -90,6 +90,16 @@ def database_config(url: str) -> dict[str, Any]:
         config = dict(dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True))
         if config["ENGINE"] == "django.db.backends.sqlite3":
             config["OPTIONS"] = SQLITE_OPTIONS
+        elif config["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+            "PARLEY_DB_POOL", True
+        ):
+            # A pool per process: a worker step gives its connection back while the model
+            # streams and takes one again to store the reply. Opening a connection instead
+            # forks a PostgreSQL backend each time, and 50 replies ending together made 50.
+            config["CONN_MAX_AGE"] = 0  # the pool keeps the connections, Django does not
+            options: dict[str, Any] = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+            options["pool"] = {"min_size": 1, "max_size": env_int("PARLEY_DB_POOL_SIZE", 20)}
+            config["OPTIONS"] = options
         return config
     (BASE_DIR / "var").mkdir(exist_ok=True)
     return {

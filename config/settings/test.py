@@ -2,7 +2,7 @@
 
 from config.settings.base import *  # noqa: F403
 from config.settings.base import BASE_DIR, DATABASES
-from config.settings.env import env_str
+from config.settings.env import env_bool, env_str
 
 SECRET_KEY = env_str("SECRET_KEY") or "django-insecure-test-only"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -31,3 +31,8 @@ if not env_str("REDIS_URL"):
 # Async code reaches the database from a pool of helper threads; closing each
 # connection after use keeps none of them open when the test database is dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+if not env_bool("PARLEY_TEST_DB_POOL", default=False):
+    # The test runner's own process connects without a pool: its pool would be created
+    # before the test database exists and keep pointing at the other one. The workers and
+    # web servers the end-to-end tests start use one, as in production (tests/e2e).
+    DATABASES["default"].get("OPTIONS", {}).pop("pool", None)

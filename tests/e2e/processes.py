@@ -63,6 +63,7 @@ def process_spawn(
         "DATABASE_URL": database_url_for_tests(),
         "REDIS_URL": redis_url,
         "PYTHONUNBUFFERED": "1",
+        "PARLEY_TEST_DB_POOL": "true",  # a connection pool, as in production
         **(env or {}),
     }
     process = subprocess.Popen(
