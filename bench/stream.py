@@ -81,6 +81,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", default="1,50", help="concurrent runs, comma-separated")
     parser.add_argument("--coalesce-ms", default="", help="PARLEY_EVENT_COALESCE_MS values too")
     parser.add_argument("--rounds", type=int, default=5, help="timed batches per row")
+    parser.add_argument(
+        "--arrival",
+        default="burst,steady",
+        help="burst: a row's runs start at once; steady: they arrive evenly, so that as many "
+        "are always in flight (comma-separated)",
+    )
     parser.add_argument("--tokens", type=int, default=300, help="tokens per reply")
     parser.add_argument("--tokens-per-second", type=float, default=100.0)
     parser.add_argument("--first-token-delay", type=float, default=0.2, help="seconds")
@@ -89,8 +95,11 @@ def parse_args() -> argparse.Namespace:
     try:
         args.concurrency = [int(n) for n in args.concurrency.split(",") if n.strip()]
         args.coalesce_ms = [int(n) for n in args.coalesce_ms.split(",") if n.strip()]
+        args.arrival = [a.strip() for a in args.arrival.split(",") if a.strip()]
     except ValueError:
         parser.error("--concurrency and --coalesce-ms take comma-separated integers")
+    if not args.arrival or not set(args.arrival) <= {"burst", "steady"}:
+        parser.error("--arrival takes burst, steady or both")
     if min([*args.concurrency, args.rounds, args.tokens, 1 + min(args.coalesce_ms, default=0)]) < 1:
         parser.error("concurrency levels, --rounds and --tokens must be >= 1, windows >= 0")
     return args
@@ -100,12 +109,14 @@ def parse_args() -> argparse.Namespace:
 class Row:
     coalesce: str
     runs: int
+    arrival: str  # "burst": all runs started at once; "steady": `runs` in flight throughout
     dispatch_ms: list[float] = field(default_factory=list)
     event_ms: list[float] = field(default_factory=list)
     coalescing_ms: list[float] = field(default_factory=list)
     writes: int = 0  # XLEN summed over runs: every event is one XADD
     deltas: int = 0
     tokens: int = 0
+    cpu_tokens: int = 0  # tokens of every run the worker served (ramp-up runs too)
     worker_cpu_s: float = 0.0
     problems: list[str] = field(default_factory=list)
 
@@ -124,18 +135,19 @@ class Row:
         return f"FAIL ({', '.join(failed)})" if failed else "PASS"
 
     def line(self) -> str:
-        cells = [self.coalesce, str(self.runs)]
+        cells = [self.coalesce, str(self.runs), self.arrival]
         for samples in (self.dispatch_ms, self.event_ms, self.coalescing_ms):
             cells += [f"{pct(samples, 50):.1f}", f"{pct(samples, 99):.1f}"]
         cells += [f"{self.per_1k(count):.0f}" for count in (self.writes, self.deltas)]
-        cells.append(f"{self.per_1k(self.worker_cpu_s * 1000):.0f}")
+        cpu_per_1k = self.worker_cpu_s * 1e6 / self.cpu_tokens if self.cpu_tokens else math.nan
+        cells.append(f"{cpu_per_1k:.0f}")
         return "| " + " | ".join([*cells, self.verdict()]) + " |"
 
 
 HEADER = (
-    "| coalesce ms | runs | dispatch p50 ms | dispatch p99 ms | event p50 ms | event p99 ms "
-    "| coalescing p50 ms | coalescing p99 ms | writes / 1k tok | deltas / 1k tok "
-    "| worker CPU ms / 1k tok | verdict |\n|---|" + "---:|" * 10 + "---|"
+    "| coalesce ms | runs | arrival | dispatch p50 ms | dispatch p99 ms | event p50 ms "
+    "| event p99 ms | coalescing p50 ms | coalescing p99 ms | writes / 1k tok | deltas / 1k tok "
+    "| worker CPU ms / 1k tok | verdict |\n|---|---:|---|" + "---:|" * 9 + "---|"
 )
 
 
@@ -237,17 +249,27 @@ def run_start_timed(conversation: Conversation) -> tuple[Run, float]:
     return run, committed[0]
 
 
-def run_batch(owner: User, row: Row, readers: Readers, log: ChunkLog, *, measure: bool) -> None:
-    """`row.runs` runs started back to back, all streaming at once; waits for their end."""
-    conversations = [services.conversation_create(owner=owner) for _ in range(row.runs)]
+def run_batch(
+    owner: User, row: Row, readers: Readers, log: ChunkLog, *, reply_s: float, measure: bool
+) -> None:
+    """A burst: `row.runs` runs started back to back, all streaming at once. Steady: twice
+    as many, one every `reply_s / runs` seconds, so that once the first half has ramped up
+    `row.runs` replies are in flight at any moment; only the second half is measured.
+    Waits for every run's end."""
+    count = row.runs if row.arrival == "burst" else 2 * row.runs
+    interval = 0.0 if row.arrival == "burst" else reply_s / row.runs
+    conversations = [services.conversation_create(owner=owner) for _ in range(count)]
     started = []
-    for conversation in conversations:
+    begun = time.monotonic()
+    for number, conversation in enumerate(conversations):
+        time.sleep(max(0.0, begun + number * interval - time.monotonic()))
         run, committed = run_start_timed(conversation)
         started.append((conversation, run, committed, readers.follow(str(run.id))))
     outcomes = [(c, r, t, future.result(FOLLOW_TIMEOUT + 30)) for c, r, t, future in started]
     if not measure:
         return
-    log.wait_for({str(conversation.id) for conversation in conversations})
+    outcomes = outcomes[count - row.runs :]
+    log.wait_for({str(conversation.id) for conversation, *_ in outcomes})
     client = events.redis_client()
     for conversation, run, committed, received in outcomes:
         run.refresh_from_db()
@@ -297,19 +319,27 @@ def measure_run(row: Row, chunks: list[tuple[str, float]], received: Received) -
 
 
 def measure_row(
-    owner: User, row: Row, env: dict[str, str], rounds: int, readers: Readers, log: ChunkLog
+    owner: User,
+    row: Row,
+    env: dict[str, str],
+    args: argparse.Namespace,
+    readers: Readers,
+    log: ChunkLog,
 ) -> None:
     """One worker for the row, warmed up by an unmeasured batch, then `rounds` timed ones."""
     worker = worker_start(
-        redis_url=settings.REDIS_URL, env=env, pool="threads", concurrency=row.runs
+        redis_url=settings.REDIS_URL, env=env, pool="threads", concurrency=2 * row.runs
     )
+    reply_s = args.first_token_delay + args.tokens / args.tokens_per_second
+    name = f"coalesce {row.coalesce}, {row.runs} runs, {row.arrival}"
     try:
-        progress(f"coalesce {row.coalesce}, {row.runs} runs: warm-up batch")
-        run_batch(owner, row, readers, log, measure=False)
+        progress(f"{name}: warm-up batch")
+        run_batch(owner, row, readers, log, reply_s=reply_s, measure=False)
         cpu = cpu_seconds(worker.process.pid)
-        for number in range(1, rounds + 1):
-            progress(f"coalesce {row.coalesce}, {row.runs} runs: batch {number}/{rounds}")
-            run_batch(owner, row, readers, log, measure=True)
+        for number in range(1, args.rounds + 1):
+            progress(f"{name}: batch {number}/{args.rounds}")
+            run_batch(owner, row, readers, log, reply_s=reply_s, measure=True)
+            row.cpu_tokens += (row.runs if row.arrival == "burst" else 2 * row.runs) * args.tokens
         row.worker_cpu_s = cpu_seconds(worker.process.pid) - cpu
     finally:
         worker.stop()
@@ -363,9 +393,12 @@ def main() -> int:
                 if coalesce is not None:
                     env["PARLEY_EVENT_COALESCE_MS"] = str(coalesce)
                 default = f"default ({settings.PARLEY_EVENT_COALESCE_MS})"
-                rows.append(Row(default if coalesce is None else str(coalesce), runs))
-                measure_row(owner, rows[-1], env, args.rounds, readers, log)
-                progress(rows[-1].line())
+                for arrival in args.arrival:
+                    if runs == 1 and arrival == "steady" and len(args.arrival) > 1:
+                        continue  # one run at a time is the same either way
+                    rows.append(Row(default if coalesce is None else str(coalesce), runs, arrival))
+                    measure_row(owner, rows[-1], env, args, readers, log)
+                    progress(rows[-1].line())
         print("\n".join([HEADER, *(row.line() for row in rows)]))
         print(
             f"\ntargets: dispatch p50 <= {TARGET_DISPATCH_P50_MS:g} ms; event latency p50 <= "
