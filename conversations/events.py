@@ -22,7 +22,6 @@ import json
 import math
 import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +31,8 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
+
+from conversations.redis_async import SOCKET_TIMEOUT, appends_batcher, async_pool
 
 RUN_CREATED = "run.created"
 RUN_IN_PROGRESS = "run.in_progress"
@@ -61,8 +62,6 @@ SAFETY_TTL_SECONDS = 7 * 24 * 3600
 PAGE = 500
 DEFAULT_BLOCK_MS = 5000
 MAX_BLOCK_MS = 20_000
-# Longer than any XREAD BLOCK, so a quiet follower is never taken for a dead socket.
-SOCKET_TIMEOUT = 30.0
 
 Event = dict[str, Any]
 RunId = str | UUID
@@ -213,7 +212,6 @@ class EventWriter:
         self.next_sequence = next_sequence
         self.writes = 0  # write round trips to Redis, for the benchmarks
         self._client = client if client is not None else redis_client()
-        self._aclient: aioredis.Redis | None = None
         self._alock: asyncio.Lock | None = None
         conf = settings
         self.window = (conf.PARLEY_EVENT_COALESCE_MS if coalesce_ms is None else coalesce_ms) / 1000
@@ -361,22 +359,16 @@ class EventWriter:
     async def _aappend(self, type: str, payload: Mapping[str, Any]) -> int:
         if self._alock is None:
             self._alock = asyncio.Lock()
-            self._aclient = aioredis.Redis(connection_pool=_async_pool())
-        client = self._aclient
-        assert client is not None
         async with self._alock:  # FIFO: entries keep the order their batches were taken
             sequence, entry_id, data, ttl = self._entry(type, payload)
-            try:
-                if ttl is None:
-                    await client.xadd(self.key, {FIELD: data}, id=entry_id)
-                else:
-                    pipe = client.pipeline(transaction=False)
-                    pipe.xadd(self.key, {FIELD: data}, id=entry_id)
-                    pipe.expire(self.key, ttl)
-                    _raise_first(await pipe.execute(raise_on_error=False))
-            except redis.ResponseError as error:
-                found = await client.xrange(self.key, entry_id, entry_id) if _stale(error) else None
-                self._check_ours(error, entry_id, data, found)
+            # Sent in one pipeline with the other streams' appends (redis_async).
+            reply = await appends_batcher().xadd(self.key, {FIELD: data}, entry_id, ttl)
+            if isinstance(reply, redis.ResponseError):
+                found = None
+                if _stale(reply):
+                    client = aioredis.Redis(connection_pool=async_pool())
+                    found = await client.xrange(self.key, entry_id, entry_id)
+                self._check_ours(reply, entry_id, data, found)
             return self._written(sequence)
 
     def _check_ours(
@@ -440,7 +432,7 @@ async def events_follow(
     """`events_read` for asyncio (websocket consumers, the SSE view)."""
     cursor = _Cursor.start(after, block_ms, timeout)
     key = stream_key(run_id)
-    client = aioredis.Redis(connection_pool=_async_pool())
+    client = aioredis.Redis(connection_pool=async_pool())
     try:
         while not cursor.done:
             page = await client.xrange(key, cursor.replay_min(), "+", count=PAGE) or []
@@ -454,29 +446,6 @@ async def events_follow(
                 yield event
     finally:
         await client.aclose()
-
-
-# Followers' connections, one pool per event loop (asyncio connections belong to the loop
-# that made them). Reusing connections matters: a web process follows a run per open
-# socket, and opening a connection costs the event loop far more than a command (redis-py
-# reads package metadata from disk for each one).
-_Loop = asyncio.AbstractEventLoop
-_async_pools: weakref.WeakKeyDictionary[_Loop, dict[str, aioredis.ConnectionPool]] = (
-    weakref.WeakKeyDictionary()
-)
-# Each follower holds a connection for the length of its XREAD BLOCK: no useful cap.
-ASYNC_MAX_CONNECTIONS = 100_000
-
-
-def _async_pool() -> aioredis.ConnectionPool:
-    pools = _async_pools.setdefault(asyncio.get_running_loop(), {})
-    url = settings.REDIS_URL  # read per call: tests change it
-    pool = pools.get(url)
-    if pool is None:
-        pool = pools[url] = aioredis.ConnectionPool.from_url(
-            url, socket_timeout=SOCKET_TIMEOUT, max_connections=ASYNC_MAX_CONNECTIONS
-        )
-    return pool
 
 
 def events_all(run_id: RunId, *, client: redis.Redis | None = None) -> list[Event]:

@@ -38,6 +38,7 @@ from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
 from conversations.models import Conversation, Message, Run
 from conversations.payloads import message_payload, run_payload
 from conversations.services.messages import NewMessage, message_append
+from conversations.step_turns import turns
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +95,17 @@ class Step:
 
 
 def run_step(run_id: str) -> None:
-    step = _lease(run_id)
+    # A thread waits for its turn holding no pooled database connection: the threads that
+    # have turns need them, and twenty waiters would take the whole pool.
+    _release_connection()
+    with turns.taken(urgent=True):
+        step = _lease(run_id)
     if step is None:
         return
+    _release_connection()
     try:
-        _advance(step)
+        with turns.taken():
+            _advance(step)
     except LeaseLost:
         log.warning("run %s: lease lost, leaving the run to its new owner", run_id)
     except Exception:
@@ -221,15 +228,16 @@ def _call_model(step: Step) -> None:
         writer=step.writer,
         message_id=str(message_id),
     ).start()
-    try:
-        while (result := stream.wait(timeout=max(CANCEL_CHECK_SECONDS, 0.05))) is None:
-            if step.keepalive():
-                stream.stop()
-    except BaseException:
-        # Lease lost or a crash: stop reading, and write nothing more to a log that may
-        # have a new owner.
-        stream.stop(discard=True)
-        raise
+    with turns.given_back():
+        try:
+            while (result := stream.wait(timeout=max(CANCEL_CHECK_SECONDS, 0.05))) is None:
+                if step.keepalive():
+                    stream.stop()
+        except BaseException:
+            # Lease lost or a crash: stop reading, and write nothing more to a log that
+            # may have a new owner.
+            stream.stop(discard=True)
+            raise
     if result.error is not None:
         error = result.error
         _finish(step, Run.Status.FAILED, error={"code": error.code, "message": error.message})
@@ -310,12 +318,14 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             user=conversation.owner,
             emit=step.emit,
         )
-        result = tool_execute(
-            name=call["name"],
-            arguments=call["arguments"],
-            context=context,
-            enabled=conversation.tools,
-        )
+        with turns.given_back():
+            result = tool_execute(
+                name=call["name"],
+                arguments=call["arguments"],
+                context=context,
+                enabled=conversation.tools,
+            )
+            _release_connection()  # before waiting for the turn again
         # Each result is stored as soon as it exists: a crash after it never reruns it.
         with transaction.atomic():
             if not step.mine().update(lease_expires_at=step.lease_until()):

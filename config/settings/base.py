@@ -284,6 +284,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = PARLEY_IMPORT_MAX_BYTES + 64 * 1024
 PARLEY_RUN_LEASE_SECONDS = env_int("PARLEY_RUN_LEASE_SECONDS", 30)
 # Model calls per run before it stops as `incomplete`.
 PARLEY_RUN_MAX_ITERATIONS = env_int("PARLEY_RUN_MAX_ITERATIONS", 8)
+# Step threads of one worker doing database work at the same time (see conversations.step_turns).
+PARLEY_WORKER_BUSY_STEPS = env_int("PARLEY_WORKER_BUSY_STEPS", 2)
 # Times one step may be started without finishing before the run fails.
 PARLEY_RUN_MAX_ATTEMPTS = env_int("PARLEY_RUN_MAX_ATTEMPTS", 3)
 # A queued run no worker picked up within this time is enqueued again.

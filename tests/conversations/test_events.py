@@ -358,12 +358,12 @@ async def test_the_async_follower_gets_what_the_sync_one_gets(run_id):
 async def test_followers_in_one_event_loop_share_their_connections(run_id):
     # A web process follows a run per open socket; opening a connection per follower
     # cost the event loop more than the reads themselves.
-    from conversations.events import _async_pool
+    from conversations.redis_async import async_pool
 
     count = await asyncio.to_thread(write_run, run_id, words=20, coalesce_ms=0)
     for _ in range(5):  # one after another: each reuses the connection the last returned
         assert len(await collect(run_id, after=count - 3)) == 2
-    pool = _async_pool()
+    pool = async_pool()
     assert len(pool._available_connections) + len(pool._in_use_connections) == 1
     together = await asyncio.gather(*(collect(run_id) for _ in range(3)))
     assert all(sequences(events) == list(range(count)) for events in together)

@@ -1,17 +1,20 @@
 """The step runner in-process: leases, the attempt cap, cancellation, the watchdog."""
 
 import asyncio
+import threading
+import time
 from collections.abc import AsyncGenerator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.utils import timezone
 
 from conversations import events, runner, services, watchdog
 from conversations.llm.base import Finished, StreamEvent, TextDelta, UsageReported
-from conversations.models import Message, Run
+from conversations.models import Conversation, Message, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -208,3 +211,42 @@ def test_the_watchdog_requeues_expired_leases_and_lost_tasks(conversation, redis
     enqueued.clear()
     watchdog.runs_watchdog()
     assert enqueued == [str(expired.id)]
+
+
+def test_streaming_steps_give_their_turn_back(
+    owner, conversation, redis_url, enqueued, settings, monkeypatch
+):
+    # One turn in the worker: a second run still streams while the first one does.
+    settings.PARLEY_WORKER_BUSY_STEPS = 1
+    spans: dict[str, list[float]] = {}
+
+    class Slow(ScriptedProvider):
+        async def stream(self, **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
+            key = kwargs["messages"][-1]["content"]
+            spans[key] = [time.monotonic()]
+            await asyncio.sleep(0.5)
+            async for event in super().stream(**kwargs):
+                yield event
+            spans[key].append(time.monotonic())
+
+    provide(monkeypatch, Slow("first reply", "second reply"))
+    other = Conversation.objects.create(owner=owner, title="Other")
+    runs = [start(conversation, "one"), start(other, "two")]
+
+    def step(run: Run) -> None:
+        try:
+            runner.run_step(str(run.id))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=step, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+
+    assert [Run.objects.get(pk=run.pk).status for run in runs] == ["completed", "completed"]
+    (start_one, end_one), (start_two, end_two) = spans["one"], spans["two"]
+    # The two streams overlapped.
+    assert start_two < end_one
+    assert start_one < end_two
