@@ -83,6 +83,10 @@ class AppendsBatcher:
             while self._queue:
                 batch, self._queue = self._queue, []
                 await self._send_batch(batch)
+        except BaseException as error:  # cancelled with its loop: fail what still waits
+            _fail(self._queue, error)
+            self._queue = []
+            raise
         finally:
             self._sender = None
 
@@ -96,10 +100,12 @@ class AppendsBatcher:
                 pipe.expire(append.key, append.ttl)
         try:
             replies = iter(await pipe.execute(raise_on_error=False))
+        except Exception as error:
+            # This batch's writers get the error; appends queued meanwhile still go out.
+            _fail(batch, error)
+            return
         except BaseException as error:
-            for append in batch:
-                if not append.reply.done():
-                    append.reply.set_exception(_as_exception(error))
+            _fail(batch, error)
             raise
         for append in batch:
             reply = next(replies)
@@ -107,6 +113,12 @@ class AppendsBatcher:
                 next(replies)
             if not append.reply.done():  # a cancelled caller no longer waits
                 append.reply.set_result(reply)
+
+
+def _fail(appends: list[_Append], error: BaseException) -> None:
+    for append in appends:
+        if not append.reply.done():
+            append.reply.set_exception(_as_exception(error))
 
 
 def _as_exception(error: BaseException) -> Exception:

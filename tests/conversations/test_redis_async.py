@@ -154,3 +154,34 @@ async def test_each_event_loop_has_its_own_batcher(redis_url):
 
 async def _batcher_of_a_new_loop() -> AppendsBatcher:
     return appends_batcher()
+
+
+async def test_appends_queued_behind_a_failed_round_trip_still_go_out(redis_url):
+    class SlowFailingOnce(aioredis.Redis):
+        failures = 1
+
+        def pipeline(self, *args, **kwargs):
+            pipe = super().pipeline(*args, **kwargs)
+            execute = pipe.execute
+
+            async def maybe_fail(*a, **k):
+                if SlowFailingOnce.failures:
+                    SlowFailingOnce.failures -= 1
+                    await asyncio.sleep(0.05)  # the next append queues meanwhile
+                    raise redis.ConnectionError("connection reset")
+                return await execute(*a, **k)
+
+            pipe.execute = maybe_fail  # type: ignore[method-assign]
+            return pipe
+
+    client = SlowFailingOnce.from_url(redis_url)
+    batcher = AppendsBatcher(client)
+    first, second = new_run(), new_run()
+    failing = asyncio.ensure_future(batcher.xadd(stream_key(first), {"e": "{}"}, "1-0", None))
+    await asyncio.sleep(0.01)
+    queued = batcher.xadd(stream_key(second), {"e": "{}"}, "1-0", None)
+    assert await asyncio.wait_for(queued, 5) == b"1-0"
+    with pytest.raises(redis.ConnectionError):
+        await failing
+    await client.delete(stream_key(second))
+    await client.aclose()
