@@ -37,7 +37,9 @@ def origin_allowed(origin: str | None) -> bool:
         return False
     if origin in settings.CSRF_TRUSTED_ORIGINS:
         return True
-    return validate_host(parts.hostname, settings.ALLOWED_HOSTS)
+    # urlsplit drops an IPv6 literal's brackets, which ALLOWED_HOSTS spells with them.
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return validate_host(host, settings.ALLOWED_HOSTS)
 
 
 @db_call
@@ -56,6 +58,13 @@ class WebsocketAuthMiddleware:
             # A program with a key: no cookie is consulted, so no Origin is needed.
             scope = {**scope, "user": await _user_for_key(authorization), "auth": "api_key"}
             return await self.inner(scope, receive, send)
-        if not origin_allowed(_header(scope, b"origin")):
+        origin = _header(scope, b"origin")
+        if origin is None:
+            # Browsers always send an Origin, so this is a program that sent no key: it is
+            # anonymous (the consumer closes with 4401), and its cookies are not consulted.
+            return await self.inner(
+                {**scope, "user": AnonymousUser(), "auth": "none"}, receive, send
+            )
+        if not origin_allowed(origin):
             return await WebsocketDenier()(scope, receive, send)
         return await self.session_stack({**scope, "auth": "session"}, receive, send)

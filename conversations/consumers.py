@@ -5,7 +5,9 @@ lost its connection reconnects with `?run_id=<id>&after=<n>` to receive exactly 
 after n (no replay from the start, no frame to race). The server sends
 run events (replayed from the run's log, then live, with one cursor), conversation
 notifications for the other tabs, and `error` frames for bad input (the socket stays
-open). Business rules live in services and selectors; this class only translates.
+open). A Redis hiccup while following a run is retried from the last event sent, so the
+reply carries on without a gap. Business rules live in services and selectors; this class
+only translates.
 """
 
 import asyncio
@@ -17,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
 
+import redis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
@@ -29,6 +32,12 @@ log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+# Pauses between attempts to follow a run again after Redis failed: about 15 s of trouble
+# (a restart, a failover) is ridden out before the client is told the stream is lost.
+RELAY_RETRY_DELAYS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+EVENTS_EXPIRED_MESSAGE = (
+    "This run's events have expired; read the run and the conversation's messages instead."
+)
 
 Frame = dict[str, Any]
 
@@ -82,8 +91,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if resume is not None:
             # A client picking up where its last connection stopped: exactly what follows.
             run_id, after = resume
-            if await _run_exists(self.conversation, run_id):
-                self._follow(run_id, after=after)
+            try:
+                await self._follow_stored(run_id, after=after)
+            except FrameError as exc:
+                await self._send_error(exc)
         elif active is not None:
             # A reload mid-reply: the whole reply so far, then the rest live.
             self._follow(str(active.pk), after=None)
@@ -104,7 +115,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 raise FrameError("unknown_type", f"unknown frame type; use one of: {known}")
             await handler(frame)
         except FrameError as exc:
-            await self.send_json({"type": "error", "code": exc.code, "message": exc.message})
+            await self._send_error(exc)
+
+    async def _send_error(self, error: FrameError) -> None:
+        await self.send_json({"type": "error", "code": error.code, "message": error.message})
 
     def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
         if text_data is None:
@@ -154,10 +168,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         after = frame.get("after")
         if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
             raise FrameError("invalid_frame", "'after' must be an integer sequence number")
-        assert self.conversation is not None
-        if not await _run_exists(self.conversation, run_id):
-            raise FrameError("not_found", "no such run in this conversation")
-        self._follow(run_id, after=after)
+        if after is not None and after < -1:
+            raise FrameError("invalid_frame", "'after' must be a sequence number (-1 or more)")
+        await self._follow_stored(run_id, after=after)
 
     async def _draft_update(self, frame: Frame) -> None:
         draft = _text(frame, "draft")
@@ -171,6 +184,20 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "pong"})
 
     # --- following a run's event log ---------------------------------------------------
+
+    async def _follow_stored(self, run_id: str, *, after: int | None) -> None:
+        """Follow a run the client named, once it is known to be this conversation's and
+        its log is still there to read."""
+        assert self.conversation is not None
+        run = await _run_get(self.conversation, run_id)
+        if run is None:
+            raise FrameError("not_found", "no such run in this conversation")
+        # An ended run's log expires after a while; without this check the client would
+        # wait for events that never come. An active run's log may not exist yet (not
+        # announced), and its worker writes it soon.
+        if run.status not in Run.ACTIVE_STATUSES and not await events.aevent_log_exists(run_id):
+            raise FrameError("events_expired", EVENTS_EXPIRED_MESSAGE)
+        self._follow(run_id, after=after)
 
     def _follow(self, run_id: str, *, after: int | None) -> None:
         if self.follower is not None:
@@ -186,16 +213,36 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             self.follower = None
 
     async def _relay(self, run_id: str, after: int | None) -> None:
-        try:
-            async for event in events.events_follow(run_id, after=after):
-                await self.send_json(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("relaying run %s failed", run_id)
-            await self.send_json(
-                {"type": "error", "code": "stream_unavailable", "message": "event stream lost"}
-            )
+        delays = iter(RELAY_RETRY_DELAYS)
+        while True:
+            try:
+                async for event in events.events_follow(run_id, after=after):
+                    await self.send_json(event)
+                    # Where a retry picks up: the same cursor, so no gap and no duplicate.
+                    after = event["sequence_number"]
+                    delays = iter(RELAY_RETRY_DELAYS)  # trouble now starts a fresh count
+                return
+            except asyncio.CancelledError:
+                raise
+            except (redis.RedisError, OSError):
+                delay = next(delays, None)
+                if delay is None:
+                    log.exception("relaying run %s failed; giving up", run_id)
+                    break
+                log.warning("relaying run %s: Redis failed, retrying in %ss", run_id, delay)
+                await asyncio.sleep(delay)
+            except Exception:
+                log.exception("relaying run %s failed", run_id)
+                break
+        await self.send_json(
+            {
+                "type": "error",
+                "code": "stream_unavailable",
+                "message": "The reply's event stream was lost; reconnect to resume it.",
+                "run_id": run_id,
+                "after": after,
+            }
+        )
 
     # --- conversation notifications (channel layer) -----------------------------------
 
@@ -212,13 +259,17 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
 
 
 def _resume_point(scope: dict[str, Any]) -> tuple[str, int | None] | None:
-    """`?run_id=<id>&after=<n>` on the socket URL: follow that run from after n."""
+    """`?run_id=<id>&after=<n>` on the socket URL: follow that run from after n. A missing
+    or unusable `after` replays the whole run, which loses nothing."""
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     run_id = query.get("run_id", [""])[0]
     if not run_id:
         return None
-    after = query.get("after", [""])[0]
-    return run_id, int(after) if after.lstrip("-").isdigit() else None
+    try:
+        after: int | None = int(query.get("after", [""])[0])
+    except ValueError:
+        after = None
+    return run_id, after if after is not None and after >= -1 else None
 
 
 # --- database access (sync ORM, off the event loop) ----------------------------------------
@@ -238,8 +289,8 @@ def _active_run(conversation: Conversation) -> Run | None:
 
 
 @db_call
-def _run_exists(conversation: Conversation, run_id: str) -> bool:
-    return selectors.run_get(conversation=conversation, run_id=run_id) is not None
+def _run_get(conversation: Conversation, run_id: str) -> Run | None:
+    return selectors.run_get(conversation=conversation, run_id=run_id)
 
 
 @db_call

@@ -453,6 +453,21 @@ def events_all(run_id: RunId, *, client: redis.Redis | None = None) -> list[Even
     return list(events_read(run_id, timeout=0, client=client))
 
 
+def event_log_exists(run_id: RunId, *, client: redis.Redis | None = None) -> bool:
+    """Whether the run's log is still there (it expires some time after the run ends)."""
+    client = client if client is not None else redis_client()
+    return bool(client.exists(stream_key(run_id)))
+
+
+async def aevent_log_exists(run_id: RunId) -> bool:
+    """`event_log_exists` for asyncio."""
+    client = aioredis.Redis(connection_pool=async_pool())
+    try:
+        return bool(await client.exists(stream_key(run_id)))
+    finally:
+        await client.aclose()
+
+
 def event_log_last(run_id: RunId, *, client: redis.Redis | None = None) -> Event | None:
     """The run's last event, if its log exists."""
     client = client if client is not None else redis_client()

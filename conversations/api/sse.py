@@ -3,7 +3,8 @@
 An async view: while it waits for the next event it holds no worker thread and no
 database connection, only one Redis connection blocked in XREAD. `id:` is the event's
 sequence number, so a browser's EventSource resumes by itself with Last-Event-ID; the
-response ends after the run's terminal event.
+response ends after the run's terminal event. A finished run whose log has expired is a 410:
+waiting on it would send keep-alives forever, and a 410 also stops EventSource reconnecting.
 """
 
 import asyncio
@@ -35,14 +36,21 @@ async def _user(request: HttpRequest) -> Any:
     return user if user.is_authenticated else None
 
 
-def _after(request: HttpRequest) -> int | None:
-    raw = request.GET.get("after") or request.headers.get("Last-Event-ID")
-    if raw is None or raw == "":
+def _position(raw: str | None) -> int | None:
+    if not raw:
         return None
     value = int(raw)  # ValueError is reported by the caller
     if value < -1:
         raise ValueError(raw)
     return value
+
+
+def _after(request: HttpRequest) -> int | None:
+    after = _position(request.GET.get("after"))
+    last_seen = _position(request.headers.get("Last-Event-ID"))
+    # EventSource reconnects to the same URL, `?after` included, and sends Last-Event-ID:
+    # the header is the newer position, so it wins.
+    return after if last_seen is None else last_seen
 
 
 async def with_heartbeats(
@@ -96,6 +104,13 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
         after = _after(request)
     except ValueError:
         return _error(400, "invalid", "'after' (or Last-Event-ID) must be a sequence number.")
+    # An active run may have no log yet (its worker writes run.created on leasing it).
+    if not run.is_active and not await events.aevent_log_exists(run.pk):
+        message = (
+            f"This run's events have expired. Read the run (GET /api/v1/runs/{run.pk}/) and "
+            f"its messages (GET /api/v1/conversations/{run.conversation_id}/messages/) instead."
+        )
+        return _error(410, "events_expired", message)
     response = StreamingHttpResponse(_stream(str(run.pk), after), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -5,13 +5,15 @@ import json
 from typing import Any
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import Client
 
 from accounts import services as account_services
-from conversations import events, services
+from accounts.websocket import origin_allowed
+from conversations import consumers, events, services
 from conversations.models import Conversation, Run
 from conversations.payloads import run_payload
 
@@ -40,9 +42,11 @@ def session_cookie(user) -> bytes:
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
-def socket(conversation_id, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
+def socket(
+    conversation_id, *headers: tuple[bytes, bytes], query: str = ""
+) -> WebsocketCommunicator:
     return WebsocketCommunicator(
-        application(), f"/ws/conversations/{conversation_id}/", headers=list(headers)
+        application(), f"/ws/conversations/{conversation_id}/{query}", headers=list(headers)
     )
 
 
@@ -91,16 +95,39 @@ async def test_unknown_conversation_is_closed_4404(owner):
     await assert_closed_with(socket(unknown, ORIGIN, (b"cookie", cookie)), 4404)
 
 
-@pytest.mark.parametrize(
-    "origin", [b"https://evil.example", b"null", None], ids=["foreign", "null", "missing"]
-)
-async def test_a_cookie_socket_from_a_foreign_or_missing_origin_is_refused(
-    conversation, owner, origin
-):
+@pytest.mark.parametrize("origin", [b"https://evil.example", b"null"], ids=["foreign", "null"])
+async def test_a_cookie_socket_from_a_foreign_origin_is_refused(conversation, owner, origin):
     cookie = await sync_to_async(session_cookie)(owner)
-    headers = [(b"cookie", cookie)] + ([(b"origin", origin)] if origin else [])
-    connected, _ = await socket(conversation.pk, *headers).connect()
+    connected, _ = await socket(conversation.pk, (b"cookie", cookie), (b"origin", origin)).connect()
     assert connected is False
+
+
+async def test_a_cookie_without_an_origin_is_not_consulted(conversation, owner):
+    # Only a program omits the Origin; it must present a key, not a cookie.
+    cookie = await sync_to_async(session_cookie)(owner)
+    await assert_closed_with(socket(conversation.pk, (b"cookie", cookie)), 4401)
+
+
+async def test_a_program_without_credentials_is_closed_4401(conversation):
+    await assert_closed_with(socket(conversation.pk), 4401)
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("http://localhost:8000", True),
+        ("http://127.0.0.1:8000", True),
+        ("http://[::1]:8000", True),
+        ("https://evil.example", False),
+        ("http://localhost.evil.example", False),
+        ("null", False),
+        ("javascript://localhost", False),
+        ("", False),
+    ],
+)
+def test_origins_are_checked_against_allowed_hosts(settings, origin, allowed):
+    settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+    assert origin_allowed(origin) is allowed
 
 
 async def test_an_api_key_socket_needs_no_origin(conversation, owner):
@@ -139,7 +166,9 @@ async def test_a_revoked_api_key_gets_4401(conversation, owner):
         ('{"type": "message.create", "content": 42}', "invalid_frame"),
         ('{"type": "message.create", "content": "   "}', "invalid"),
         ('{"type": "subscribe", "run_id": "nope"}', "not_found"),
+        ('{"type": "subscribe"}', "invalid_frame"),
         ('{"type": "subscribe", "run_id": "x", "after": "3"}', "invalid_frame"),
+        ('{"type": "subscribe", "run_id": "x", "after": -5}', "invalid_frame"),
         ('{"type": "draft.update"}', "invalid_frame"),
         ('{"type": "run.cancel"}', "no_active_run"),
     ],
@@ -184,14 +213,29 @@ async def test_message_create_starts_a_run_and_streams_its_events(conversation, 
     await ws.disconnect()
 
 
-async def test_the_same_client_id_twice_starts_one_run(conversation, owner):
+async def test_a_message_resent_with_its_client_id_starts_no_second_run(conversation, owner):
+    # A client that lost its socket right after sending cannot know whether the message
+    # arrived; it resends with the same client_id, after the first reply has even ended.
+    frame = {"type": "message.create", "content": "Once", "client_id": "c-1"}
     ws = await connect_as(owner, conversation.pk)
-    for _ in range(2):
-        await ws.send_json_to({"type": "message.create", "content": "Once", "client_id": "c-1"})
+    await ws.send_json_to(frame)
     await receive_until(ws, "run.created")
-    assert await sync_to_async(Run.objects.filter(conversation=conversation).count)() == 1
-    assert await sync_to_async(conversation.messages.count)() == 1
+    await ws.send_json_to({"type": "run.cancel"})
+    await receive_until(ws, "run.cancelled")
     await ws.disconnect()
+
+    again = await connect_as(owner, conversation.pk)
+    await again.send_json_to(frame)
+    replayed = await receive_until(again, "run.cancelled")  # the first run, not a new one
+    run = await sync_to_async(Run.objects.get)(conversation=conversation)
+    assert {f["run_id"] for f in replayed if "run_id" in f} == {str(run.pk)}
+    assert "error" not in [f["type"] for f in replayed]
+    assert await sync_to_async(conversation.messages.count)() == 1
+
+    await again.send_json_to({**frame, "client_id": "c-2"})  # a new id is a new message
+    await receive_until(again, "run.created")
+    assert await sync_to_async(Run.objects.filter(conversation=conversation).count)() == 2
+    await again.disconnect()
 
 
 async def test_a_second_message_while_a_run_is_active_is_refused(conversation, owner):
@@ -270,6 +314,120 @@ async def test_connecting_mid_reply_replays_the_reply_so_far(conversation, owner
     await ws.disconnect()
 
 
+async def test_reconnecting_with_a_resume_point_sends_exactly_what_follows(conversation, owner):
+    run = await sync_to_async(run_create)(conversation, status="completed")
+    log = await sync_to_async(write_log)(run, finished=True)
+    cookie = await sync_to_async(session_cookie)(owner)
+    ws = socket(conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={run.pk}&after=2")
+    assert (await ws.connect())[0]
+    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+
+    assert await receive_until(ws, "run.completed") == log[3:]
+    await ws.disconnect()
+
+
+async def test_an_unusable_resume_point_replays_the_whole_run(conversation, owner):
+    run = await sync_to_async(run_create)(conversation, status="completed")
+    log = await sync_to_async(write_log)(run, finished=True)
+    cookie = await sync_to_async(session_cookie)(owner)
+    ws = socket(conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={run.pk}&after=-5")
+    assert (await ws.connect())[0]
+    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+
+    assert await receive_until(ws, "run.completed") == log
+    await ws.disconnect()
+
+
+async def test_resuming_an_unknown_run_says_so(conversation, owner):
+    cookie = await sync_to_async(session_cookie)(owner)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    ws = socket(conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={unknown}&after=3")
+    assert (await ws.connect())[0]
+    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+    assert (await ws.receive_json_from())["code"] == "not_found"
+    await ws.send_json_to({"type": "ping"})  # still open
+    assert await ws.receive_json_from() == {"type": "pong"}
+    await ws.disconnect()
+
+
+async def test_an_ended_run_whose_log_expired_says_so_instead_of_waiting(conversation, owner):
+    run = await sync_to_async(run_create)(conversation, status="completed")
+    ws = await connect_as(owner, conversation.pk)  # no log was ever written: as if expired
+
+    await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk), "after": 2})
+    error = await ws.receive_json_from(timeout=5)
+    assert (error["type"], error["code"]) == ("error", "events_expired")
+    assert "messages" in error["message"]
+    await ws.disconnect()
+
+    cookie = await sync_to_async(session_cookie)(owner)
+    resumed = socket(
+        conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={run.pk}&after=2"
+    )
+    assert (await resumed.connect())[0]
+    assert (await resumed.receive_json_from())["type"] == "conversation.connected"
+    assert (await resumed.receive_json_from(timeout=5))["code"] == "events_expired"
+    await resumed.disconnect()
+
+
+def flaky_follow(*, sends: list[int]) -> tuple[Any, list[int | None]]:
+    """events_follow whose Redis connection drops after `sends[i]` events on call i (calls
+    past the list work); returns it and the `after` of every call."""
+    real, calls = events.events_follow, []
+
+    async def follow(run_id: str, *, after: int | None = None, **options: Any) -> Any:
+        calls.append(after)
+        budget = sends[len(calls) - 1] if len(calls) <= len(sends) else None
+        async for event in real(run_id, after=after, **options):
+            if budget is not None and budget == 0:
+                raise redis.ConnectionError("Connection reset by peer")
+            yield event
+            budget = None if budget is None else budget - 1
+        if budget is not None:
+            raise redis.ConnectionError("Connection reset by peer")
+
+    return follow, calls
+
+
+async def test_a_redis_failure_while_following_is_retried_without_gap_or_duplicate(
+    conversation, owner, monkeypatch
+):
+    run = await sync_to_async(run_create)(conversation, status="completed")
+    log = await sync_to_async(write_log)(run, finished=True)
+    follow, calls = flaky_follow(sends=[2, 2])
+    monkeypatch.setattr(events, "events_follow", follow)
+    monkeypatch.setattr(consumers, "RELAY_RETRY_DELAYS", (0.01,))
+    ws = await connect_as(owner, conversation.pk)
+
+    await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk)})
+
+    assert await receive_until(ws, "run.completed") == log
+    assert calls == [None, 1, 3]  # each retry picks up after the last event sent
+    await ws.disconnect()
+
+
+async def test_a_lasting_redis_failure_tells_the_client_where_to_resume(
+    conversation, owner, monkeypatch
+):
+    run = await sync_to_async(run_create)(conversation, status="completed")
+    log = await sync_to_async(write_log)(run, finished=True)
+    follow, calls = flaky_follow(sends=[3, 0, 0, 0])
+    monkeypatch.setattr(events, "events_follow", follow)
+    monkeypatch.setattr(consumers, "RELAY_RETRY_DELAYS", (0.01, 0.01))
+    ws = await connect_as(owner, conversation.pk)
+
+    await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk)})
+    frames = await receive_until(ws, "error")
+
+    assert frames[:-1] == log[:3]
+    assert frames[-1]["code"] == "stream_unavailable"
+    assert (frames[-1]["run_id"], frames[-1]["after"]) == (str(run.pk), 2)
+    assert calls == [None, 2, 2]  # the first try and two retries, then it gave up
+    await ws.send_json_to({"type": "ping"})
+    assert await ws.receive_json_from() == {"type": "pong"}
+    await ws.disconnect()
+
+
 async def test_another_conversations_run_cannot_be_subscribed(conversation, owner):
     other = await sync_to_async(services.conversation_create)(owner=owner)
     run = await sync_to_async(run_create)(other, status="completed")
@@ -318,5 +476,27 @@ async def test_an_idle_socket_still_receives_notifications(conversation, owner):
     assert frames[-1]["draft"] == "Still here"
     await second.send_json_to({"type": "ping"})
     assert (await receive_until(second, "pong"))[-1]["type"] == "pong"
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_other_tabs_hear_of_ended_runs_new_titles_and_context_events(conversation, owner):
+    first = await connect_as(owner, conversation.pk)
+    second = await connect_as(owner, conversation.pk)
+
+    await first.send_json_to({"type": "message.create", "content": "Hi"})
+    await receive_until(first, "run.created")
+    await first.send_json_to({"type": "run.cancel"})
+    ended = (await receive_until(second, "conversation.run_ended"))[-1]
+    assert ended["run"]["status"] == "cancelled"
+
+    await sync_to_async(services.conversation_update)(conversation=conversation, title="Trip")
+    assert (await receive_until(second, "conversation.updated"))[-1]["title"] == "Trip"
+
+    await sync_to_async(services.context_event_add)(
+        conversation=conversation, content="The user is now in Paris."
+    )
+    stored = (await receive_until(second, "conversation.message"))[-1]["message"]
+    assert (stored["role"], stored["content"]) == ("system", "The user is now in Paris.")
     await first.disconnect()
     await second.disconnect()

@@ -1,15 +1,19 @@
 """GET /api/v1/runs/<id>/events/ — Server-Sent Events, with every refusal."""
 
+import asyncio
 import json
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
+from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from accounts import services as account_services
 from conversations import events
+from conversations.api.sse import with_heartbeats
 from conversations.models import Run
 from conversations.payloads import run_payload
 
@@ -36,6 +40,10 @@ def finished_run(conversation) -> tuple[Run, list[dict[str, Any]]]:
 
 async def sse_events(response) -> list[dict[str, Any]]:
     body = b"".join([chunk async for chunk in response.streaming_content]).decode()
+    return sse_parse(body)
+
+
+def sse_parse(body: str) -> list[dict[str, Any]]:
     got = []
     for block in body.split("\n\n"):
         lines = [line for line in block.split("\n") if line and not line.startswith(":")]
@@ -76,6 +84,18 @@ async def test_resume_after_a_sequence_number(conversation, owner, how):
     else:
         response = await client.get(url, headers={"Last-Event-ID": "2"})
     assert await sse_events(response) == log[3:]
+
+
+async def test_last_event_id_wins_over_the_query_on_reconnect(conversation, owner):
+    # EventSource opened with ?after=1 reconnects to the same URL with Last-Event-ID.
+    run, log = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+    response = await client.get(
+        f"/api/v1/runs/{run.pk}/events/", {"after": 1}, headers={"Last-Event-ID": "4"}
+    )
+    got = await sse_events(response)
+    assert got == log[5:]
+    assert got[0]["sequence_number"] == 5
 
 
 async def test_an_api_key_works_without_a_session(conversation, owner):
@@ -130,3 +150,99 @@ async def test_unknown_run_and_bad_after_and_wrong_method(conversation, owner):
     assert bad.status_code == 400
     assert (await error_of(bad))["code"] == "invalid"
     assert (await client.post(f"/api/v1/runs/{run.pk}/events/")).status_code == 405
+
+
+@pytest.mark.parametrize("last_event_id", ["soon", "-2"])
+async def test_a_bad_last_event_id_is_refused_400(conversation, owner, last_event_id):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+    response = await client.get(
+        f"/api/v1/runs/{run.pk}/events/", {"after": 1}, headers={"Last-Event-ID": last_event_id}
+    )
+    assert response.status_code == 400
+    assert (await error_of(response))["code"] == "invalid"
+
+
+async def expire_log(run: Run) -> None:
+    await sync_to_async(events.redis_client().delete)(events.stream_key(run.pk))
+
+
+async def test_a_finished_run_whose_log_expired_is_gone_410(conversation, owner):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    await expire_log(run)
+    client = await logged_in(owner)
+
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+
+    # Not a stream of keep-alives that never ends: a 410 also stops EventSource retrying.
+    assert response.status_code == 410
+    error = await error_of(response)
+    assert error["code"] == "events_expired"
+    assert f"/api/v1/runs/{run.pk}/" in error["message"]
+
+
+async def test_another_users_expired_run_is_still_404(conversation, outsider):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    await expire_log(run)
+    client = await logged_in(outsider)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    assert response.status_code == 404
+    assert (await error_of(response))["code"] == "not_found"
+
+
+async def test_a_queued_run_without_a_log_yet_streams_once_its_worker_writes(conversation, owner):
+    run = await Run.objects.acreate(conversation=conversation, status="queued")
+    client = await logged_in(owner)
+
+    got = cast(StreamingHttpResponse, await client.get(f"/api/v1/runs/{run.pk}/events/"))
+
+    assert got.status_code == 200
+    assert got.is_async
+    chunks = aiter(cast(AsyncIterator[bytes], got.streaming_content))
+    assert await anext(chunks) == b"retry: 2000\n\n"
+    waiting = asyncio.ensure_future(anext(chunks))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()  # following the log that is not there yet
+
+    def worker_leases_and_finishes() -> None:
+        writer = events.EventWriter.open(str(run.pk), coalesce_ms=0)
+        writer.emit("run.created", run=run_payload(run))
+        writer.emit("run.completed", run=run_payload(run))
+
+    await sync_to_async(worker_leases_and_finishes)()
+    first = await asyncio.wait_for(waiting, timeout=10)
+    rest = [chunk async for chunk in chunks]
+    streamed = sse_parse((first + b"".join(rest)).decode())
+    assert [event["type"] for event in streamed] == ["run.created", "run.completed"]
+
+
+async def test_the_stream_is_served_asynchronously(conversation, owner):
+    run, log = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+    response = cast(StreamingHttpResponse, await client.get(f"/api/v1/runs/{run.pk}/events/"))
+    # An async iterator: waiting for events holds no worker thread.
+    assert response.is_async
+    assert await sse_events(response) == log
+
+
+async def test_heartbeats_fill_a_silence_then_the_item_comes_and_the_stream_ends():
+    async def slow_source() -> AsyncIterator[dict[str, Any]]:
+        await asyncio.sleep(0.25)
+        yield {"type": "run.completed"}
+
+    got = [item async for item in with_heartbeats(slow_source(), interval=0.05)]
+
+    assert got[-1] == {"type": "run.completed"}
+    heartbeats = got[:-1]
+    assert len(heartbeats) >= 2
+    assert all(beat is None for beat in heartbeats)
+
+
+async def test_no_heartbeat_while_items_keep_coming():
+    async def quick_source() -> AsyncIterator[dict[str, Any]]:
+        for number in range(3):
+            yield {"sequence_number": number}
+
+    got = [item async for item in with_heartbeats(quick_source(), interval=5)]
+
+    assert got == [{"sequence_number": n} for n in range(3)]

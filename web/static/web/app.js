@@ -178,7 +178,12 @@ function handleFrame(frame) {
       sendButton.disabled = true;
       break;
     case "error":
-      if (frame.code !== "no_active_run") flash(frame.message);
+      if (frame.code === "stream_unavailable") {
+        // The server could not keep reading the reply; a new connection resumes it.
+        state.socket.restart();
+      } else if (frame.code !== "no_active_run") {
+        flash(frame.message);
+      }
       break;
     default:
       break;

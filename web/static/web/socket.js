@@ -79,6 +79,12 @@ export class ConversationSocket {
     this.timer = setTimeout(() => this.connect(), delay);
   }
 
+  // Drop this connection and resume on a new one (the server lost the run's stream).
+  restart() {
+    if (this.stopped || !this.ws) return;
+    this.ws.close(4000);
+  }
+
   reconnectNow() {
     if (this.stopped || (this.ws && this.ws.readyState <= WebSocket.OPEN)) return;
     this.connect();
