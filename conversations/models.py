@@ -73,6 +73,10 @@ class Conversation(models.Model):
     draft = models.TextField(blank=True)
     # Set when the user changes the draft; the next turn stores a notice and clears it.
     draft_edited = models.BooleanField(default=False)
+    # The assistant's tool call that last wrote the draft ("" if none); a user edit leaves it.
+    # A resumed `update_draft` finds its own id here and knows its write already happened.
+    # As long as Message.tool_call_id: both hold a provider's tool call id.
+    draft_call_id = models.CharField(max_length=200, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     # Also the seq allocator: messages are only ever appended, so the next seq is
     # message_count + 1, read and bumped under a row lock on this conversation.

@@ -139,8 +139,8 @@ STORAGES = {
 }
 
 # --- Redis-protocol server: broker, event log (and later the channel layer) -----------------
-# Without REDIS_URL, `make run` starts an embedded Valkey on this port (see config/embedded.py),
-# so the same architecture runs everywhere.
+# Without REDIS_URL, `make run` starts an embedded Valkey on this port (see
+# config/embedded_redis.py), so the same architecture runs everywhere.
 PARLEY_EMBEDDED_REDIS_PORT = env_int("PARLEY_EMBEDDED_REDIS_PORT", 6390)
 REDIS_URL = env_str("REDIS_URL") or f"redis://127.0.0.1:{PARLEY_EMBEDDED_REDIS_PORT}/0"
 

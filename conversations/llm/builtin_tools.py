@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field
 
 from conversations import selectors, services
-from conversations.errors import ValidationFailed
+from conversations.errors import Problem, ValidationFailed
 from conversations.llm.tools import ToolContext, ToolError, tool
 
 Number = int | float
@@ -217,19 +217,32 @@ def update_draft(
 ) -> str:
     """Replace the conversation's draft (the working document shown beside the chat) with
     new text. Send the whole draft, not a diff."""
+    done = f"Draft updated ({len(draft)} characters)."
+    conversation = context.conversation
+    if context.is_resume:
+        conversation.refresh_from_db(fields=["draft", "draft_call_id"])
+        # One column is exact: a run executes its calls in order and resumes a call only
+        # when its result was never stored, so no later call of the run has written yet.
+        if conversation.draft_call_id == context.call_id:
+            # The earlier attempt wrote but may have died before publishing. Writing again
+            # could undo a user edit made since, so publish the draft as it is now.
+            context.emit("draft.updated", {"draft": conversation.draft})
+            return done
     try:
         changed = services.conversation_draft_update(
-            conversation=context.conversation, draft=draft, by_user=False
+            conversation=conversation, draft=draft, by_user=False, call_id=context.call_id
         )
     except ValidationFailed as exc:
-        raise ToolError("; ".join(f"draft {p.message}" for p in exc.problems)) from None
-    # Setting the same text again is a no-op, so a resumed call is safe. It re-publishes
-    # the event, which a crashed attempt may have changed the draft without sending.
-    if changed or context.is_resume:
-        context.emit("draft.updated", {"draft": draft})
+        raise ToolError("; ".join(_problem_text(p) for p in exc.problems)) from None
     if not changed:
         return "The draft already had this text; nothing changed."
-    return f"Draft updated ({len(draft)} characters)."
+    context.emit("draft.updated", {"draft": draft})
+    return done
+
+
+def _problem_text(problem: Problem) -> str:
+    """`$.call_id` + "is too long" reads "call id is too long"."""
+    return f"{problem.path.removeprefix('$.').replace('_', ' ')} {problem.message}"
 
 
 # ---------------------------------------------------------------------------------------

@@ -170,30 +170,39 @@ def title_from_message(content: str) -> str:
 
 
 def conversation_draft_update(
-    *, conversation: Conversation, draft: str, by_user: bool = True
+    *, conversation: Conversation, draft: str, by_user: bool = True, call_id: str = ""
 ) -> bool:
     """Set the draft; return whether it changed.
 
     A change by the user raises `draft_edited` so the next turn tells the model; a change
     by the assistant (its `update_draft` tool) clears it, since the model wrote it.
     Saving an unchanged draft is a no-op and injects nothing.
+
+    `call_id` names the assistant's tool call. It is recorded in `draft_call_id` with the
+    text, and also when the text was already in place: either way the call has done its
+    write, and a resumed attempt must not repeat it over a later user edit. A user edit
+    leaves the record as it is.
     """
-    raise_if(validation.draft_problems(draft))
+    if by_user and call_id:
+        raise ValueError("a user edit has no tool call id")
+    raise_if(
+        validation.draft_problems(draft)
+        + validation.text_problems(call_id, path="$.call_id", max_chars=validation.TOOL_CALL_ID_MAX)
+    )
+    changes: dict[str, Any] = {} if by_user else {"draft_call_id": call_id}
     with transaction.atomic():
-        locked = _locked(conversation)
-        if locked.draft == draft:
-            return False
-        now = timezone.now()
-        Conversation.objects.filter(pk=conversation.pk).update(
-            draft=draft, draft_edited=by_user, updated_at=now
-        )
-        notifications.notify(
-            conversation.pk,
-            notifications.DRAFT_CHANGED,
-            draft=draft,
-            by="user" if by_user else "assistant",
-        )
-    conversation.draft = draft
-    conversation.draft_edited = by_user
-    conversation.updated_at = now
-    return True
+        changed = _locked(conversation).draft != draft
+        if changed:
+            changes.update(draft=draft, draft_edited=by_user, updated_at=timezone.now())
+        if changes:
+            Conversation.objects.filter(pk=conversation.pk).update(**changes)
+        if changed:
+            notifications.notify(
+                conversation.pk,
+                notifications.DRAFT_CHANGED,
+                draft=draft,
+                by="user" if by_user else "assistant",
+            )
+    for name, value in changes.items():
+        setattr(conversation, name, value)
+    return changed

@@ -179,6 +179,33 @@ def test_assistant_draft_change_clears_a_pending_user_edit(conversation):
 
 
 @pytest.mark.django_db
+def test_an_assistant_draft_write_records_its_call_and_a_user_edit_keeps_it(conversation):
+    services.conversation_draft_update(
+        conversation=conversation, draft="model's", by_user=False, call_id="call_1"
+    )
+    services.conversation_draft_update(conversation=conversation, draft="mine")
+    conversation.refresh_from_db()
+    assert (conversation.draft, conversation.draft_call_id) == ("mine", "call_1")
+    # Finding its text already in place, a call has still done its write.
+    services.conversation_draft_update(
+        conversation=conversation, draft="mine", by_user=False, call_id="call_2"
+    )
+    conversation.refresh_from_db()
+    assert (conversation.draft, conversation.draft_call_id) == ("mine", "call_2")
+
+
+@pytest.mark.django_db
+def test_draft_update_refuses_an_overlong_call_id(conversation):
+    with pytest.raises(ValidationFailed) as excinfo:
+        services.conversation_draft_update(
+            conversation=conversation, draft="text", by_user=False, call_id="c" * 201
+        )
+    assert problems_of(excinfo) == {"$.call_id": "is 201 characters long; the limit is 200"}
+    conversation.refresh_from_db()
+    assert (conversation.draft, conversation.draft_call_id) == ("", "")
+
+
+@pytest.mark.django_db
 def test_context_event_starts_no_run_and_is_a_system_event(conversation):
     event = services.context_event_add(conversation=conversation, content="Checked in")
     assert (event.role, event.kind, event.seq) == ("system", "event", 1)

@@ -23,7 +23,8 @@ from conversations.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
-from conversations.llm.openai_provider import OpenAIProvider, _ChunkTranslator, _sse_events
+from conversations.llm.openai_provider import OpenAIProvider
+from conversations.llm.openai_sse import ChunkTranslator, sse_events
 from tests.fake_openai import FakeOpenAI, Script
 from tests.streams import drain
 
@@ -192,7 +193,7 @@ def test_argument_pieces_before_the_name_are_held_back() -> None:
             }
         )
 
-    translator = _ChunkTranslator()
+    translator = ChunkTranslator()
     events: list[StreamEvent] = []
     for piece in (
         chunk({"index": 0, "id": "call_x", "function": {"arguments": '{"a"'}}),
@@ -504,7 +505,7 @@ def test_sse_data_lines_of_one_event_are_joined_with_newlines() -> None:
 def test_sse_parser_edge_cases() -> None:
     reads = [b"data", b"\ndata: a\r", b"\ndata:  b\n\nevent: x\n\n", b"data: lost at the end\n"]
 
-    assert list(_sse_events(reads)) == [(b"", b"\na\n b")]
+    assert list(sse_events(reads)) == [(b"", b"\na\n b")]
 
 
 def test_an_event_named_error_maps_like_an_in_stream_error() -> None:

@@ -535,6 +535,71 @@ def replace_resume(context: ToolContext) -> ToolContext:
     )
 
 
+def recording(conversation: Conversation, call_id: str) -> tuple[ToolContext, list[Any]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    context = owner_context(conversation, call_id=call_id, emit=lambda t, p: events.append((t, p)))
+    return context, events
+
+
+@pytest.mark.django_db
+def test_a_resumed_update_draft_that_already_wrote_keeps_a_later_user_edit(conversation):
+    context, events = recording(conversation, "c1")
+    run("update_draft", {"draft": "model's text"}, context=context)
+    # The worker died before storing the result; the user edits the draft meanwhile.
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+    events.clear()
+
+    result = run("update_draft", {"draft": "model's text"}, context=replace_resume(context))
+
+    assert result == ToolResult(output="Draft updated (12 characters).", is_error=False)
+    stored = refetch(conversation)
+    assert (stored.draft, stored.draft_edited) == ("user's text", True)
+    # Re-published as it is now: the first attempt may have died before publishing.
+    assert events == [("draft.updated", {"draft": "user's text"})]
+
+
+@pytest.mark.django_db
+def test_a_fresh_update_draft_writes_even_with_the_last_writers_call_id(conversation):
+    context, events = recording(conversation, "c1")
+    run("update_draft", {"draft": "model's text"}, context=context)
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+    events.clear()
+
+    result = run("update_draft", {"draft": "model's text"}, context=context)
+
+    assert result.output == "Draft updated (12 characters)."
+    assert refetch(conversation).draft == "model's text"
+    assert events == [("draft.updated", {"draft": "model's text"})]
+
+
+@pytest.mark.django_db
+def test_a_resumed_update_draft_whose_first_attempt_never_wrote_writes(conversation):
+    earlier, _ = recording(conversation, "c0")
+    run("update_draft", {"draft": "first"}, context=earlier)
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+    context, events = recording(conversation, "c1")
+
+    result = run("update_draft", {"draft": "second"}, context=replace_resume(context))
+
+    assert result.output == "Draft updated (6 characters)."
+    stored = refetch(conversation)
+    assert (stored.draft, stored.draft_edited, stored.draft_call_id) == ("second", False, "c1")
+    assert events == [("draft.updated", {"draft": "second"})]
+
+
+@pytest.mark.django_db
+def test_update_draft_that_found_its_text_in_place_is_not_repeated_on_resume(conversation):
+    services.conversation_draft_update(conversation=conversation, draft="same")
+    context, events = recording(conversation, "c1")
+    assert "nothing changed" in run("update_draft", {"draft": "same"}, context=context).output
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+
+    run("update_draft", {"draft": "same"}, context=replace_resume(context))
+
+    assert refetch(conversation).draft == "user's text"
+    assert events == [("draft.updated", {"draft": "user's text"})]
+
+
 @pytest.mark.django_db
 def test_update_draft_refuses_an_oversized_draft(conversation, settings):
     settings.PARLEY_MAX_DRAFT_CHARS = 10
