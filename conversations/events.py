@@ -17,104 +17,90 @@ Client rule for rebuilding replies (`message_texts`): concatenate `message.delta
 it again, since a step retried after a worker crash re-streams the same message from the start.
 """
 
-import asyncio
 import json
 import math
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 import redis
 import redis.asyncio as aioredis
-from django.conf import settings
-from django.core.serializers.json import DjangoJSONEncoder
 
-from conversations.redis_async import SOCKET_TIMEOUT, appends_batcher, async_pool
-
-RUN_CREATED = "run.created"
-RUN_IN_PROGRESS = "run.in_progress"
-MESSAGE_CREATED = "message.created"
-MESSAGE_DELTA = "message.delta"
-TOOL_CALL_CREATED = "tool_call.created"
-TOOL_CALL_ARGUMENTS_DELTA = "tool_call.arguments.delta"
-TOOL_CALL_COMPLETED = "tool_call.completed"
-TOOL_RESULT_COMPLETED = "tool_result.completed"
-MESSAGE_COMPLETED = "message.completed"
-DRAFT_UPDATED = "draft.updated"
-RUN_COMPLETED = "run.completed"
-RUN_FAILED = "run.failed"
-RUN_CANCELLED = "run.cancelled"
-RUN_INCOMPLETE = "run.incomplete"
-
-TERMINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED, RUN_INCOMPLETE})
-EVENT_TYPES = TERMINAL_TYPES | {
-    *(RUN_CREATED, RUN_IN_PROGRESS, MESSAGE_CREATED, MESSAGE_DELTA, TOOL_CALL_CREATED),
-    *(TOOL_CALL_ARGUMENTS_DELTA, TOOL_CALL_COMPLETED, TOOL_RESULT_COMPLETED, MESSAGE_COMPLETED),
+# The log's shape and its writer live in modules of their own; callers import them from
+# here, this module being the event log's public face.
+from conversations.event_log import (
+    DEFAULT_BLOCK_MS,
     DRAFT_UPDATED,
-}
-ENVELOPE = frozenset({"type", "run_id", "sequence_number"})
+    ENVELOPE,
+    EVENT_TYPES,
+    FIELD,
+    MAX_BLOCK_MS,
+    MESSAGE_COMPLETED,
+    MESSAGE_CREATED,
+    MESSAGE_DELTA,
+    PAGE,
+    RUN_CANCELLED,
+    RUN_COMPLETED,
+    RUN_CREATED,
+    RUN_FAILED,
+    RUN_IN_PROGRESS,
+    RUN_INCOMPLETE,
+    SAFETY_TTL_SECONDS,
+    TERMINAL_TYPES,
+    TOOL_CALL_ARGUMENTS_DELTA,
+    TOOL_CALL_COMPLETED,
+    TOOL_CALL_CREATED,
+    TOOL_RESULT_COMPLETED,
+    Event,
+    EventLogConflict,
+    RunId,
+    _entry_id,
+    _pools,
+    _raw,
+    _text,
+    redis_client,
+    stream_key,
+)
+from conversations.event_writer import EventWriter
+from conversations.redis_async import async_pool
 
-FIELD = "e"
-SAFETY_TTL_SECONDS = 7 * 24 * 3600
-PAGE = 500
-DEFAULT_BLOCK_MS = 5000
-MAX_BLOCK_MS = 20_000
-
-Event = dict[str, Any]
-RunId = str | UUID
-
-
-class EventLogConflict(Exception):
-    """Another writer holds this sequence number with another event: this writer is stale."""
-
-
-def stream_key(run_id: RunId) -> str:
-    return f"parley:run:{run_id}:events"
-
-
-_pools: dict[str, redis.BlockingConnectionPool] = {}
-_pools_lock = threading.Lock()
-
-
-def redis_client() -> redis.Redis:
-    """A client on this process's pool for settings.REDIS_URL (read per call: tests change it)."""
-    url = settings.REDIS_URL
-    with _pools_lock:
-        pool = _pools.get(url)
-        if pool is None:
-            # Blocking: a worker with more threads than connections waits its turn for
-            # one instead of failing the step (redis-py 8 caps a plain pool and raises).
-            pool = _pools[url] = redis.BlockingConnectionPool.from_url(
-                url,
-                socket_timeout=SOCKET_TIMEOUT,
-                max_connections=settings.PARLEY_REDIS_MAX_CONNECTIONS,
-                timeout=SOCKET_TIMEOUT,
-            )
-    return redis.Redis(connection_pool=pool)
-
-
-# --- entries ---------------------------------------------------------------------------
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _entry_id(sequence: int) -> str:
-    return f"{sequence + 1}-0"
-
-
-def _sequence(entry_id: Any) -> int:
-    return int(_text(entry_id).partition("-")[0]) - 1
-
-
-def _raw(entry: Any) -> str:
-    fields = entry[1]
-    # Clients made with decode_responses=True answer str keys.
-    return _text(fields[FIELD.encode()] if FIELD.encode() in fields else fields[FIELD])
+__all__ = [
+    "DRAFT_UPDATED",
+    "ENVELOPE",
+    "EVENT_TYPES",
+    "FIELD",
+    "MESSAGE_COMPLETED",
+    "MESSAGE_CREATED",
+    "MESSAGE_DELTA",
+    "RUN_CANCELLED",
+    "RUN_COMPLETED",
+    "RUN_CREATED",
+    "RUN_FAILED",
+    "RUN_INCOMPLETE",
+    "RUN_IN_PROGRESS",
+    "SAFETY_TTL_SECONDS",
+    "TERMINAL_TYPES",
+    "TOOL_CALL_ARGUMENTS_DELTA",
+    "TOOL_CALL_COMPLETED",
+    "TOOL_CALL_CREATED",
+    "TOOL_RESULT_COMPLETED",
+    "Event",
+    "EventLogConflict",
+    "EventWriter",
+    "RunId",
+    "_pools",
+    "aevent_log_exists",
+    "event_log_ensure_terminal",
+    "event_log_exists",
+    "event_log_last",
+    "events_all",
+    "events_follow",
+    "events_read",
+    "message_texts",
+    "redis_client",
+    "stream_key",
+]
 
 
 def _xread_entries(response: Any) -> list[Any]:
@@ -173,227 +159,6 @@ class _Cursor:
                 self.done = True
                 break
         return events
-
-
-# --- writing ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Pending:
-    type: str
-    key: str  # message_id or call_id
-    target: str
-    parts: list[str] = field(default_factory=list)
-    size: int = 0
-
-
-class EventWriter:
-    """Appends one run's events. Not thread-safe: one writer per run step.
-
-    The sync methods serve a step's thread; the `a...` ones the streaming loop
-    (conversations/streaming.py), which owns the writer while a reply streams. Async writes
-    are serialized by a lock and shielded from cancellation, so a stopped stream never
-    leaves a write half-known: its sequence numbers stay gapless.
-    """
-
-    def __init__(
-        self,
-        run_id: RunId,
-        *,
-        next_sequence: int = 0,
-        client: redis.Redis | None = None,
-        coalesce_ms: int | None = None,
-        coalesce_chars: int | None = None,
-        ttl_seconds: int | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.run_id = str(run_id)
-        self.key = stream_key(run_id)
-        self.next_sequence = next_sequence
-        self.writes = 0  # write round trips to Redis, for the benchmarks
-        self._client = client if client is not None else redis_client()
-        self._alock: asyncio.Lock | None = None
-        conf = settings
-        self.window = (conf.PARLEY_EVENT_COALESCE_MS if coalesce_ms is None else coalesce_ms) / 1000
-        self._chars = conf.PARLEY_EVENT_COALESCE_CHARS if coalesce_chars is None else coalesce_chars
-        self._ttl: int = conf.PARLEY_EVENT_TTL_SECONDS if ttl_seconds is None else ttl_seconds
-        self._clock = clock
-        self._pending: _Pending | None = None
-        self._pending_since = 0.0
-        # When deltas were last written: the first delta after a quiet spell goes out at
-        # once (the reader sees the reply start without delay), later ones at most once a
-        # window (a fast reply costs a few writes a second, not one per token).
-        self._flushed_at = -math.inf
-        self._fresh = True  # the first write also sets the safety TTL
-
-    @classmethod
-    def open(
-        cls, run_id: RunId, *, client: redis.Redis | None = None, **options: Any
-    ) -> "EventWriter":
-        """A writer continuing the log after its last event (a new step, or after a crash);
-        `options` as for the constructor."""
-        client = client if client is not None else redis_client()
-        last = client.xrevrange(stream_key(run_id), count=1)
-        next_sequence = _sequence(last[0][0]) + 1 if last else 0
-        return cls(run_id, next_sequence=next_sequence, client=client, **options)
-
-    # --- sync (a step's thread) ---
-
-    def emit(self, type: str, /, **payload: Any) -> int:
-        """Append one event after any pending deltas; returns its sequence number."""
-        self.flush()
-        return self._append(type, payload)
-
-    def message_delta(self, message_id: str, text: str) -> None:
-        for batch in self._delta(MESSAGE_DELTA, "message_id", message_id, text):
-            self._append(*batch)
-
-    def tool_arguments_delta(self, call_id: str, text: str) -> None:
-        for batch in self._delta(TOOL_CALL_ARGUMENTS_DELTA, "call_id", call_id, text):
-            self._append(*batch)
-
-    def flush(self) -> int | None:
-        """Write pending deltas as one event; returns its sequence number, if any."""
-        batch = self._take_pending()
-        return None if batch is None else self._append(*batch)
-
-    # --- async (the streaming loop) ---
-
-    async def aemit(self, type: str, /, **payload: Any) -> int:
-        await self.aflush()
-        return await self._awrite(type, payload)
-
-    async def amessage_delta(self, message_id: str, text: str) -> None:
-        for batch in self._delta(MESSAGE_DELTA, "message_id", message_id, text):
-            await self._awrite(*batch)
-
-    async def atool_arguments_delta(self, call_id: str, text: str) -> None:
-        for batch in self._delta(TOOL_CALL_ARGUMENTS_DELTA, "call_id", call_id, text):
-            await self._awrite(*batch)
-
-    async def aflush(self) -> int | None:
-        batch = self._take_pending()
-        return None if batch is None else await self._awrite(*batch)
-
-    # --- coalescing ---
-
-    def pending_age(self) -> float | None:
-        """Seconds the oldest unwritten delta has waited, or None."""
-        return None if self._pending is None else self._clock() - self._pending_since
-
-    def discard_pending(self) -> None:
-        self._pending = None
-
-    def _due(self) -> bool:
-        return self._clock() - self._flushed_at >= self.window
-
-    def _take_pending(self) -> tuple[str, dict[str, Any]] | None:
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return None
-        self._flushed_at = self._clock()
-        return pending.type, {pending.key: pending.target, "delta": "".join(pending.parts)}
-
-    def _delta(
-        self, type: str, field: str, target: str, text: str
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Add a delta; returns the batches now due for writing, in order."""
-        if not text:
-            return []
-        due = []
-        pending = self._pending
-        if pending is not None and (pending.type, pending.target) != (type, target):
-            due.append(self._take_pending())
-            pending = None
-        if pending is None:
-            pending = self._pending = _Pending(type, field, target)
-            self._pending_since = self._clock()
-        pending.parts.append(text)
-        pending.size += len(text)
-        if pending.size >= self._chars or self._due():
-            due.append(self._take_pending())
-        return [batch for batch in due if batch is not None]
-
-    # --- writing ---
-
-    def _entry(self, type: str, payload: Mapping[str, Any]) -> tuple[int, str, str, int | None]:
-        """(sequence, entry id, JSON, TTL to set) of the next event."""
-        if type not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {type!r}")
-        if reserved := ENVELOPE & payload.keys():
-            raise TypeError(f"reserved event keys in payload: {sorted(reserved)}")
-        sequence = self.next_sequence
-        event = {"type": type, "run_id": self.run_id, "sequence_number": sequence, **payload}
-        data = json.dumps(event, cls=DjangoJSONEncoder, separators=(",", ":"))
-        ttl = self._ttl if type in TERMINAL_TYPES else SAFETY_TTL_SECONDS if self._fresh else None
-        self.writes += 1
-        return sequence, _entry_id(sequence), data, ttl
-
-    def _written(self, sequence: int) -> int:
-        self.next_sequence = sequence + 1
-        self._fresh = False
-        return sequence
-
-    def _append(self, type: str, payload: Mapping[str, Any]) -> int:
-        sequence, entry_id, data, ttl = self._entry(type, payload)
-        try:
-            if ttl is None:
-                self._client.xadd(self.key, {FIELD: data}, id=entry_id)
-            else:
-                # One round trip. If the XADD is refused the EXPIRE still runs, which at worst
-                # resets the live writer's log TTL; its own terminal event sets it again.
-                pipe = self._client.pipeline(transaction=False)
-                pipe.xadd(self.key, {FIELD: data}, id=entry_id)
-                pipe.expire(self.key, ttl)
-                _raise_first(pipe.execute(raise_on_error=False))
-        except redis.ResponseError as error:
-            found = self._client.xrange(self.key, entry_id, entry_id) if _stale(error) else None
-            self._check_ours(error, entry_id, data, found)
-        return self._written(sequence)
-
-    async def _awrite(self, type: str, payload: Mapping[str, Any]) -> int:
-        # Shielded: a stop that cancels the stream lets a write in flight finish, so the
-        # writer always knows whether its entry landed.
-        return await asyncio.shield(self._aappend(type, payload))
-
-    async def _aappend(self, type: str, payload: Mapping[str, Any]) -> int:
-        if self._alock is None:
-            self._alock = asyncio.Lock()
-        async with self._alock:  # FIFO: entries keep the order their batches were taken
-            sequence, entry_id, data, ttl = self._entry(type, payload)
-            # Sent in one pipeline with the other streams' appends (redis_async).
-            reply = await appends_batcher().xadd(self.key, {FIELD: data}, entry_id, ttl)
-            if isinstance(reply, redis.ResponseError):
-                found = None
-                if _stale(reply):
-                    client = aioredis.Redis(connection_pool=async_pool())
-                    found = await client.xrange(self.key, entry_id, entry_id)
-                self._check_ours(reply, entry_id, data, found)
-            return self._written(sequence)
-
-    def _check_ours(
-        self, error: redis.ResponseError, entry_id: str, data: str, found: list[Any] | None
-    ) -> None:
-        """After a refused XADD: return if the entry there is exactly ours, else raise.
-
-        redis-py retries a command whose connection dropped: if our first attempt landed,
-        the retry is refused, yet the entry there is ours. Any other holder is a rival.
-        """
-        if found is None:  # not a stale id: some other failure
-            raise error
-        if not (found and _raw(found[0]) == data):
-            sequence = _sequence(entry_id)
-            message = f"run {self.run_id}: another writer holds sequence {sequence}"
-            raise EventLogConflict(message) from error
-
-
-def _stale(error: redis.ResponseError) -> bool:
-    return "equal or smaller" in str(error)  # only a stale id means a rival writer
-
-
-def _raise_first(results: list[Any]) -> None:
-    if isinstance(results[0], Exception):
-        raise results[0]
 
 
 # --- reading ---------------------------------------------------------------------------

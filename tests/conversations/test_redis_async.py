@@ -60,7 +60,7 @@ async def test_appends_of_concurrent_writers_share_pipelines_and_stay_in_order(r
     batcher = AppendsBatcher(client)
     runs = [new_run() for _ in range(30)]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("conversations.events.appends_batcher", lambda: batcher)
+        patch.setattr("conversations.event_writer.appends_batcher", lambda: batcher)
         await asyncio.gather(*(write_reply(run_id, words=10) for run_id in runs))
     await client.aclose()
     await client.connection_pool.disconnect()
