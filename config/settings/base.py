@@ -161,7 +161,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Time limits stay well below the broker's visibility timeout, so a running step is never
-# handed to a second worker while the first is still within its limits.
+# handed to a second worker while the first is still within its limits. Celery enforces them
+# in the prefork pool only; the threads pool that `make run` and the Procfile use cannot stop
+# a thread. There the run's lease is the guard: every wait in a step is bounded (provider
+# time-out, tool time limit), a step that stops renewing its lease loses the run to the
+# watchdog, and its later writes are refused (they compare-and-set on the lease).
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("PARLEY_STEP_SOFT_TIME_LIMIT", 300)
 CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 30
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
