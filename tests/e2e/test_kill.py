@@ -11,6 +11,7 @@ from conversations import events, services, watchdog
 from conversations.models import Message, Run
 from tests.e2e.conftest import run_wait, stored
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
+from tests.e2e.worker import ChildProcess, Worker, beat_start, worker_start
 from tests.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -149,4 +150,40 @@ def test_a_kill_at_a_random_moment_loses_and_duplicates_nothing(chat, workers, f
     assert [m.seq for m in stored(chat)] == [1, 2, 3, 4]
     assert rows(f"SELECT call_id, label FROM {SIDE_EFFECTS}") == [("call_1", "one")]
     assert stored(chat)[3].content == STORY
+    assert_log_matches_storage(run)
+
+
+def test_a_killed_thread_pool_worker_is_recovered_by_beat_alone(
+    chat, fake_openai, redis_url, tmp_path
+):
+    """As `make run` and the Procfile run it: a threads-pool worker and a real beat. No test
+    code sweeps: beat's watchdog finds the expired lease and a fresh worker finishes."""
+    env = {
+        "OPENAI_API_KEY": "test-key",
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "OPENAI_MAX_RETRIES": "0",
+        "PARLEY_RUN_LEASE_SECONDS": "2",
+        "PARLEY_WATCHDOG_SECONDS": "1",
+    }
+    fake_openai.push(Script(text=STORY, tokens_per_second=50), Script(text=STORY))
+    beat: ChildProcess | None = None
+    started: list[Worker] = []
+    try:
+        beat = beat_start(redis_url=redis_url, env=env, schedule=tmp_path / "beat-schedule")
+        started.append(worker_start(redis_url=redis_url, env=env, pool="threads", concurrency=4))
+
+        _, run = services.run_start(conversation=chat, content="Tell me about the fox")
+        wait_until(lambda: deltas_seen(run), what="the first deltas")
+        started[0].kill()
+        started.append(worker_start(redis_url=redis_url, env=env, pool="threads", concurrency=4))
+        run = run_wait(run, timeout=30, workers=started)
+    finally:
+        for process in [*started, *([beat] if beat else [])]:
+            process.stop()
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    assert [(m.role, m.content) for m in stored(chat)] == [
+        ("user", "Tell me about the fox"),
+        ("assistant", STORY),
+    ]
     assert_log_matches_storage(run)

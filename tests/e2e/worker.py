@@ -1,6 +1,7 @@
 """Start and kill real Celery worker processes for end-to-end tests."""
 
 import sys
+from pathlib import Path
 
 from tests.e2e.processes import (
     ROOT,
@@ -10,7 +11,7 @@ from tests.e2e.processes import (
     process_wait_ready,
 )
 
-__all__ = ["ROOT", "Worker", "database_url_for_tests", "worker_start"]
+__all__ = ["ROOT", "ChildProcess", "Worker", "beat_start", "database_url_for_tests", "worker_start"]
 
 
 class Worker(ChildProcess):
@@ -51,3 +52,16 @@ def worker_start(
     worker = Worker(process=process, log_path=log_path)
     process_wait_ready(worker, "worker", lambda: "ready." in worker.log())
     return worker
+
+
+def beat_start(*, redis_url: str, env: dict[str, str], schedule: Path) -> ChildProcess:
+    """A real Celery beat, as `make run` starts one: it sends the watchdog (and retention)
+    tasks on their schedule (PARLEY_WATCHDOG_SECONDS in `env` sets the watchdog's)."""
+    command = [
+        sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO",
+        "--schedule", str(schedule),
+    ]  # fmt: skip
+    process, log_path = process_spawn(name="beat", command=command, redis_url=redis_url, env=env)
+    beat = ChildProcess(process=process, log_path=log_path)
+    process_wait_ready(beat, "beat", lambda: "beat: Starting" in beat.log())
+    return beat
