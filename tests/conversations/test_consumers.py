@@ -50,9 +50,9 @@ def socket(
     )
 
 
-async def connect_as(user, conversation_id) -> WebsocketCommunicator:
+async def connect_as(user, conversation_id, *, query: str = "") -> WebsocketCommunicator:
     cookie = await sync_to_async(session_cookie)(user)
-    ws = socket(conversation_id, ORIGIN, (b"cookie", cookie))
+    ws = socket(conversation_id, ORIGIN, (b"cookie", cookie), query=query)
     connected, _ = await ws.connect()
     assert connected
     hello = await ws.receive_json_from(timeout=5)
@@ -317,10 +317,7 @@ async def test_connecting_mid_reply_replays_the_reply_so_far(conversation, owner
 async def test_reconnecting_with_a_resume_point_sends_exactly_what_follows(conversation, owner):
     run = await sync_to_async(run_create)(conversation, status="completed")
     log = await sync_to_async(write_log)(run, finished=True)
-    cookie = await sync_to_async(session_cookie)(owner)
-    ws = socket(conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={run.pk}&after=2")
-    assert (await ws.connect())[0]
-    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+    ws = await connect_as(owner, conversation.pk, query=f"?run_id={run.pk}&after=2")
 
     assert await receive_until(ws, "run.completed") == log[3:]
     await ws.disconnect()
@@ -329,21 +326,15 @@ async def test_reconnecting_with_a_resume_point_sends_exactly_what_follows(conve
 async def test_an_unusable_resume_point_replays_the_whole_run(conversation, owner):
     run = await sync_to_async(run_create)(conversation, status="completed")
     log = await sync_to_async(write_log)(run, finished=True)
-    cookie = await sync_to_async(session_cookie)(owner)
-    ws = socket(conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={run.pk}&after=-5")
-    assert (await ws.connect())[0]
-    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+    ws = await connect_as(owner, conversation.pk, query=f"?run_id={run.pk}&after=-5")
 
     assert await receive_until(ws, "run.completed") == log
     await ws.disconnect()
 
 
 async def test_resuming_an_unknown_run_says_so(conversation, owner):
-    cookie = await sync_to_async(session_cookie)(owner)
     unknown = "00000000-0000-4000-8000-000000000000"
-    ws = socket(conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={unknown}&after=3")
-    assert (await ws.connect())[0]
-    assert (await ws.receive_json_from())["type"] == "conversation.connected"
+    ws = await connect_as(owner, conversation.pk, query=f"?run_id={unknown}&after=3")
     assert (await ws.receive_json_from())["code"] == "not_found"
     await ws.send_json_to({"type": "ping"})  # still open
     assert await ws.receive_json_from() == {"type": "pong"}
@@ -360,12 +351,7 @@ async def test_an_ended_run_whose_log_expired_says_so_instead_of_waiting(convers
     assert "messages" in error["message"]
     await ws.disconnect()
 
-    cookie = await sync_to_async(session_cookie)(owner)
-    resumed = socket(
-        conversation.pk, ORIGIN, (b"cookie", cookie), query=f"?run_id={run.pk}&after=2"
-    )
-    assert (await resumed.connect())[0]
-    assert (await resumed.receive_json_from())["type"] == "conversation.connected"
+    resumed = await connect_as(owner, conversation.pk, query=f"?run_id={run.pk}&after=2")
     assert (await resumed.receive_json_from(timeout=5))["code"] == "events_expired"
     await resumed.disconnect()
 
