@@ -11,6 +11,11 @@ take over a run at any point:
 3. store the result in one transaction that also checks the lease is still ours, then
    (after commit) publish the events and enqueue the next step.
 
+A step renews its lease while it waits on the model or a tool (conversations/leases.py):
+a tool slower than the lease is not started again by another worker meanwhile. A stop
+request ends a streaming reply at its next chunk (conversations/streaming.py), and is
+otherwise seen between tools.
+
 A killed worker loses at most the step in flight: its lease expires, the watchdog hands
 the run to another worker, and that step runs again (`attempt` counts the tries and
 fails the run past PARLEY_RUN_MAX_ATTEMPTS instead of looping). A retried model step
@@ -19,20 +24,21 @@ text; a stopped (cancelled) reply keeps its partial text, stored with
 `provider_payload.finish_reason = "cancelled"`, while a failed one is discarded.
 """
 
+import functools
 import logging
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from conversations import events, notifications, selectors, streaming
 from conversations.cancel_flags import cancel_flag_raised
+from conversations.leases import Lease, LeaseLost, release_connection
 from conversations.llm import provider_get
 from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
 from conversations.models import Conversation, Message, Run
@@ -42,44 +48,30 @@ from conversations.step_turns import turns
 
 log = logging.getLogger(__name__)
 
-# How often a streaming step's thread wakes to look for a stop request (a Redis read, see
-# cancel_flags) and renew its lease: a stop takes effect within a second, and 50 streaming
-# runs cost 50 reads a second, not one per chunk.
+# How often a streaming step's thread wakes to renew its lease and look for the stop flag
+# (a Redis read, see cancel_flags): the streaming loop stops a reply at once on the stop
+# broadcast, and this check finds within a second a stop the broadcast missed; 50
+# streaming runs cost 50 reads a second, not one per chunk.
 CANCEL_CHECK_SECONDS = 1.0
-
-
-class LeaseLost(Exception):
-    """Another worker owns this run now; this step must stop without writing."""
 
 
 @dataclass
 class Step:
     run: Run
     conversation: Conversation
-    token: uuid.UUID
+    lease: Lease
     writer: events.EventWriter
-    renewed_at: float = field(default_factory=time.monotonic)
 
-    def lease_until(self) -> Any:
-        return timezone.now() + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS)
-
-    def mine(self) -> Any:
-        return Run.objects.filter(pk=self.run.pk, lease_token=self.token)
-
-    def renew(self) -> None:
-        if not self.mine().update(lease_expires_at=self.lease_until()):
-            raise LeaseLost
-        self.renewed_at = time.monotonic()
+    def mine(self) -> QuerySet[Run]:
+        return self.lease.mine()
 
     def keepalive(self) -> bool:
         """While streaming (about once a second): renew the lease when a third of it is
         used, and say whether a stop was asked. Holds no database connection in between
-        (see _release_connection)."""
-        now = time.monotonic()
-        if now - self.renewed_at >= settings.PARLEY_RUN_LEASE_SECONDS / 3:
-            self.renew()
+        (see release_connection)."""
+        if self.lease.renew_when_due():
             cancelled = self.cancel_requested()
-            _release_connection()
+            release_connection()
             if cancelled:
                 return True
         return cancel_flag_raised(run_id=str(self.run.pk))
@@ -88,7 +80,8 @@ class Step:
         return Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists()
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
-        self.writer.emit(kind, **payload)
+        if not self.lease.lost:  # a tool that outlived the lease: the log is not ours
+            self.writer.emit(kind, **payload)
 
 
 # --- entry points ----------------------------------------------------------------------
@@ -97,12 +90,12 @@ class Step:
 def run_step(run_id: str) -> None:
     # A thread waits for its turn holding no pooled database connection: the threads that
     # have turns need them, and twenty waiters would take the whole pool.
-    _release_connection()
+    release_connection()
     with turns.taken(urgent=True):
         step = _lease(run_id)
     if step is None:
         return
-    _release_connection()
+    release_connection()
     try:
         with turns.taken():
             _advance(step)
@@ -152,7 +145,8 @@ def _lease(run_id: str) -> Step | None:
         writer.emit("run.created", run=run_payload(run))
     if current == Run.Status.QUEUED:
         writer.emit("run.in_progress", run=run_payload(run))
-    return Step(run=run, conversation=run.conversation, token=token, writer=writer)
+    lease = Lease(run_id=run.pk, token=token)
+    return Step(run=run, conversation=run.conversation, lease=lease, writer=writer)
 
 
 # --- the step ------------------------------------------------------------------------
@@ -189,18 +183,6 @@ def _advance(step: Step) -> None:
     _call_model(step)
 
 
-def _release_connection() -> None:
-    """Give the database connection back while the step waits on the model.
-
-    A streaming step spends seconds on the upstream and needs the database only at its
-    ends, so a worker with a thread per streaming run would otherwise hold as many
-    connections as runs and reach PostgreSQL's limit (100 by default) long before its
-    CPU is busy. The next query reconnects.
-    """
-    if not connection.in_atomic_block:
-        connection.close()
-
-
 def _error(code: str, attempts: int) -> dict[str, str]:
     return {
         "code": code,
@@ -219,7 +201,7 @@ def _call_model(step: Step) -> None:
         "message.created", message_id=str(message_id), role="assistant", attempt=run.attempt
     )
 
-    _release_connection()
+    release_connection()
     stream = streaming.ReplyStream(
         provider=provider_get(),
         model=run.model,
@@ -294,7 +276,7 @@ def _count_iteration(step: Step, usage: dict[str, Any] | None) -> None:
         iterations=F("iterations") + 1,
         usage=totals,
         attempt=0,
-        lease_expires_at=step.lease_until(),
+        lease_expires_at=step.lease.until(),
         updated_at=timezone.now(),
     ):
         raise LeaseLost
@@ -309,7 +291,7 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
         if step.cancel_requested():
             _finish(step, Run.Status.CANCELLED)
             return
-        step.renew()
+        step.lease.renew()
         context = ToolContext(
             call_id=call["id"],
             # An earlier attempt of this step may have started this call before dying.
@@ -319,16 +301,20 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             emit=step.emit,
         )
         with turns.given_back():
-            result = tool_execute(
-                name=call["name"],
-                arguments=call["arguments"],
-                context=context,
-                enabled=conversation.tools,
+            result = step.lease.kept_during(
+                functools.partial(
+                    tool_execute,
+                    name=call["name"],
+                    arguments=call["arguments"],
+                    context=context,
+                    enabled=conversation.tools,
+                ),
+                thread_name=f"step-{run.id}-{call['id']}",
             )
-            _release_connection()  # before waiting for the turn again
+            release_connection()  # before waiting for the turn again
         # Each result is stored as soon as it exists: a crash after it never reruns it.
         with transaction.atomic():
-            if not step.mine().update(lease_expires_at=step.lease_until()):
+            if not step.mine().update(lease_expires_at=step.lease.until()):
                 raise LeaseLost
             stored = message_append(
                 conversation=conversation,

@@ -6,7 +6,12 @@ handing the GIL back and forth: every upstream chunk woke its thread, and 50 rep
 (lease, model input, storing the reply) and hands the stream itself to this process's
 streaming loop: one thread running asyncio, where every reply in flight is read, coalesced
 and written to its run's event log. The step's thread sleeps meanwhile, waking about once
-a second to renew the lease and look for a stop request (`ReplyStream.wait`).
+a second to renew the lease (`ReplyStream.wait`).
+
+A stop request reaches the loop itself: it follows the stop broadcast
+(conversations/cancel_flags.py) with one subscription per process and ends the run's
+reply at once, at the next chunk (`_LiveReplies`). The step's thread still looks for the
+stop flag when it wakes, for a broadcast missed while the subscription was down.
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ import contextlib
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from django.conf import settings
+
 from conversations import events
+from conversations.cancel_flags import cancel_requests_follow
 from conversations.llm.base import (
     Provider,
     ProviderError,
@@ -139,6 +148,11 @@ class ReplyStream:
         if self._cancellable and self._task is not None and not self._task.done():
             self._task.cancel()
 
+    def _stop_on_loop(self) -> None:
+        """`stop()` from the streaming loop's own thread (a broadcast stop request)."""
+        self._stop_requested = True
+        self._cancel_task()
+
     async def _run(self) -> StreamResult:
         self._task = asyncio.current_task()
         self._started.set()
@@ -149,6 +163,8 @@ class ReplyStream:
         writer = self.writer
         flusher = asyncio.create_task(_flush_when_stalled(writer))
         stream = self.provider.stream(model=self.model, messages=self.messages, tools=self.tools)
+        live = _live_replies()
+        live.add(self)
         try:
             async for event in stream:
                 result.reply.add(event)
@@ -175,6 +191,7 @@ class ReplyStream:
             result.stopped = True
         finally:
             self._cancellable = False
+            live.discard(self)
             flusher.cancel()
             # Closing the generator closes the upstream response now, not at collection.
             with contextlib.suppress(Exception):
@@ -184,6 +201,56 @@ class ReplyStream:
         else:
             await writer.aflush()
         return result
+
+
+class _LiveReplies:
+    """The replies a streaming loop is streaming, by run id, and the loop's subscription
+    to stop requests, started with its first reply. Used on the loop's thread only, so
+    step threads never touch it: their replies register themselves once running there."""
+
+    def __init__(self) -> None:
+        self._replies: dict[str, set[ReplyStream]] = {}
+        self._follower: asyncio.Task[None] | None = None
+        self._url = ""
+
+    def add(self, reply: ReplyStream) -> None:
+        self._replies.setdefault(reply.writer.run_id, set()).add(reply)
+        url = settings.REDIS_URL  # read each time: tests change it
+        if self._follower is None or self._follower.done() or self._url != url:
+            if self._follower is not None:
+                self._follower.cancel()
+            self._url = url
+            self._follower = asyncio.create_task(
+                cancel_requests_follow(url=url, on_request=self._stop)
+            )
+
+    def discard(self, reply: ReplyStream) -> None:
+        replies = self._replies.get(reply.writer.run_id)
+        if replies is not None:
+            replies.discard(reply)
+            if not replies:
+                del self._replies[reply.writer.run_id]
+
+    def _stop(self, run_id: str) -> None:
+        for reply in list(self._replies.get(run_id, ())):
+            try:
+                reply._stop_on_loop()
+            except Exception:  # one reply's trouble must not end the subscription
+                log.exception("run %s: could not stop the reply", run_id)
+
+
+def _live_replies() -> _LiveReplies:
+    """The running loop's registry (a forked child's new loop gets its own)."""
+    loop = asyncio.get_running_loop()
+    live = _live_by_loop.get(loop)
+    if live is None:
+        live = _live_by_loop[loop] = _LiveReplies()
+    return live
+
+
+_live_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LiveReplies] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def _flush_when_stalled(writer: events.EventWriter) -> None:

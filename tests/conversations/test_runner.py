@@ -13,8 +13,12 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations import events, runner, services, watchdog
+from conversations.cancel_flags import cancel_flag_key
+from conversations.llm import tools
 from conversations.llm.base import Finished, StreamEvent, TextDelta, UsageReported
+from conversations.llm.tools import ToolContext, tool
 from conversations.models import Conversation, Message, Run
+from conversations.services.messages import NewMessage, message_append
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -189,6 +193,144 @@ def test_a_stop_asked_mid_stream_keeps_the_partial_reply(
     reply = conversation.messages.get(role=Message.Role.ASSISTANT)
     assert reply.provider_payload["finish_reason"] == "cancelled"
     assert 0 < len(reply.content) < len(words)
+
+
+class StoppedMidStream(ScriptedProvider):
+    """A slow reply (20 words a second) that asks for a stop after its first word, with
+    `request_stop`; notes when the stop was asked and when the upstream was closed."""
+
+    def __init__(self, *replies: str) -> None:
+        super().__init__(*replies)
+        self.stop_asked_at = self.closed_at = 0.0
+
+    async def request_stop(self, run: Run) -> None:
+        raise NotImplementedError
+
+    async def stream(self, **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
+        run = await Run.objects.aget()
+        try:
+            number = 0
+            async for event in super().stream(**kwargs):
+                if number == 1:
+                    self.stop_asked_at = time.monotonic()
+                    await self.request_stop(run)  # may end this stream already
+                number += 1
+                yield event
+                await asyncio.sleep(0.05)
+        finally:
+            self.closed_at = time.monotonic()
+
+
+def test_a_stop_ends_the_reply_at_the_next_chunk(conversation, redis_url, enqueued, monkeypatch):
+    # The step's own check is far off: only the broadcast stop can end the reply early.
+    monkeypatch.setattr(runner, "CANCEL_CHECK_SECONDS", 30)
+
+    class AskedByUser(StoppedMidStream):
+        async def request_stop(self, run: Run) -> None:
+            await sync_to_async(services.run_cancel)(run=run)
+
+    words = " ".join(f"w{n}" for n in range(200))  # ten seconds of reply
+    provider = AskedByUser(words)
+    provide(monkeypatch, provider)
+    run = start(conversation)
+
+    runner.run_step(str(run.id))
+
+    assert provider.closed_at - provider.stop_asked_at < 0.5
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    reply = conversation.messages.get(role=Message.Role.ASSISTANT)
+    assert reply.provider_payload["finish_reason"] == "cancelled"
+    assert 0 < len(reply.content) < len(words)
+
+
+def test_a_stop_whose_broadcast_was_missed_still_ends_the_reply_within_seconds(
+    conversation, redis_url, enqueued, monkeypatch
+):
+    class FlagOnly(StoppedMidStream):
+        async def request_stop(self, run: Run) -> None:
+            # What run_cancel leaves behind when the broadcast reached nobody.
+            await Run.objects.filter(pk=run.pk).aupdate(cancel_requested_at=timezone.now())
+            await sync_to_async(events.redis_client().set)(cancel_flag_key(str(run.id)), 1)
+
+    words = " ".join(f"w{n}" for n in range(200))
+    provider = FlagOnly(words)
+    provide(monkeypatch, provider)
+    run = start(conversation)
+
+    runner.run_step(str(run.id))
+
+    # The step looks for the flag once a second (the reply would take ten).
+    assert provider.closed_at - provider.stop_asked_at < 3
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    reply = conversation.messages.get(role=Message.Role.ASSISTANT)
+    assert 0 < len(reply.content) < len(words)
+
+
+def test_a_tool_slower_than_the_lease_keeps_it_and_runs_once(
+    conversation, redis_url, enqueued, settings
+):
+    settings.PARLEY_RUN_LEASE_SECONDS = 1
+    settings.PARLEY_TOOL_TIMEOUT_SECONDS = 30
+    calls: list[str] = []
+    with tools.isolated_registry():
+
+        @tool
+        def slow_lookup(context: ToolContext) -> str:
+            """Takes three leases' time."""
+            calls.append(context.call_id)
+            time.sleep(3)
+            return "found"
+
+        Conversation.objects.filter(pk=conversation.pk).update(tools=["slow_lookup"])
+        conversation.refresh_from_db()
+        run = start(conversation)
+        # The model's reply asked for the tool (stored by the step before).
+        message_append(
+            conversation=conversation,
+            message=NewMessage(
+                role=Message.Role.ASSISTANT,
+                tool_calls=[{"id": "call_1", "name": "slow_lookup", "arguments": "{}"}],
+                run_id=run.id,
+            ),
+        )
+
+        def step() -> None:
+            try:
+                runner.run_step(str(run.id))
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=step)
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.02)
+        expiries, expired_seen = [], []
+        while worker.is_alive():
+            time.sleep(0.3)
+            # What another worker would do meanwhile: the watchdog sweeps, a redelivered
+            # task tries the run.
+            expired_seen.append(watchdog.runs_watchdog()["expired"])
+            runner.run_step(str(run.id))
+            now = timezone.now()
+            expires = Run.objects.values_list("lease_expires_at", flat=True).get(pk=run.pk)
+            expiries.append((now, expires))
+        worker.join()
+
+    assert calls == ["call_1"]
+    assert not any(expired_seen)
+    assert len(expiries) >= 5
+    renewed = [expires for _, expires in expiries if expires is not None]
+    assert all(now < expires for now, expires in expiries if expires is not None)
+    assert renewed == sorted(renewed)
+    assert len(set(renewed)) >= 4  # moved forward while the tool ran
+    tool_messages = conversation.messages.filter(role=Message.Role.TOOL)
+    assert [m.content for m in tool_messages] == ["found"]
+    run.refresh_from_db()
+    assert run.attempt == 0  # one attempt, done
+    assert enqueued == [str(run.id)]  # only the next step, handed over
 
 
 def test_the_watchdog_requeues_expired_leases_and_lost_tasks(conversation, redis_url, enqueued):

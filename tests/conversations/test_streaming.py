@@ -7,8 +7,10 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
+import redis
 
 from conversations import streaming
+from conversations.cancel_flags import cancel_flag_raise, cancel_subscriber_name
 from conversations.events import EventWriter, events_all, message_texts
 from conversations.llm.base import Finished, ProviderError, StreamEvent, TextDelta
 
@@ -164,6 +166,91 @@ def test_many_replies_share_the_loop_without_mixing(redis_url):
         assert result is not None
         assert result.reply.text == "".join(words)
         assert logged_text(run_id) == "".join(words)
+
+
+# --- stop requests broadcast to the streaming loop -------------------------------------
+
+
+def cancel_subscriptions(redis_url: str) -> set[str]:
+    """Ids of this process's connections subscribed to stop requests."""
+    clients = redis.Redis.from_url(redis_url).client_list(_type="pubsub")
+    return {str(c["id"]) for c in clients if c.get("name") == cancel_subscriber_name()}
+
+
+def wait_for(condition, *, timeout: float = 10, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def started_with_text(provider: PacedProvider, run_id: str, redis_url: str):
+    """A stream under way, with some text logged and the loop listening for stops."""
+    stream = reply_stream(provider, run_id).start()
+    wait_for(lambda: bool(cancel_subscriptions(redis_url)), what="the stop subscription")
+    wait_for(lambda: bool(logged_text(run_id)), what="the first words")
+    return stream
+
+
+def test_a_broadcast_stop_ends_the_stream_at_once_and_keeps_the_text(run_id, redis_url):
+    provider = PacedProvider([f"w{n} " for n in range(1000)], pause=0.01)  # 10 s of reply
+    stream = started_with_text(provider, run_id, redis_url)
+
+    begun = time.monotonic()
+    cancel_flag_raise(run_id=run_id)  # what run_cancel does
+    result = stream.wait(timeout=5)
+
+    # Not the step's once-a-second check: nothing here polls the flag.
+    assert time.monotonic() - begun < 0.5
+    assert result is not None
+    assert result.stopped
+    assert 0 < len(result.reply.text) < len("".join(provider.words))
+    assert logged_text(run_id) == result.reply.text
+    assert provider.closed
+
+
+def test_a_broadcast_stop_for_another_run_leaves_the_stream_alone(redis_url):
+    kept, stopped = str(uuid.uuid4()), str(uuid.uuid4())
+    kept_words = [f"k{n} " for n in range(100)]
+    kept_stream = started_with_text(PacedProvider(kept_words, pause=0.01), kept, redis_url)
+    stopped_provider = PacedProvider([f"s{n} " for n in range(1000)], pause=0.01)
+    stopped_stream = started_with_text(stopped_provider, stopped, redis_url)
+
+    cancel_flag_raise(run_id=stopped)
+
+    stopped_result = stopped_stream.wait(timeout=5)
+    kept_result = kept_stream.wait(timeout=10)
+    assert stopped_result is not None
+    assert stopped_result.stopped
+    assert kept_result is not None
+    assert not kept_result.stopped
+    assert kept_result.reply.text == "".join(kept_words)
+
+
+def test_the_stop_subscription_comes_back_after_its_connection_drops(run_id, redis_url):
+    warm_up = reply_stream(PacedProvider(["hi"]), str(uuid.uuid4())).start()
+    assert warm_up.wait(timeout=5) is not None  # the loop subscribes with its first reply
+    wait_for(lambda: bool(cancel_subscriptions(redis_url)), what="the stop subscription")
+    before = cancel_subscriptions(redis_url)
+
+    redis.Redis.from_url(redis_url).client_kill_filter(_type="pubsub")
+    wait_for(
+        lambda: (
+            bool(cancel_subscriptions(redis_url)) and not cancel_subscriptions(redis_url) & before
+        ),
+        what="a new subscription",
+    )
+    provider = PacedProvider([f"w{n} " for n in range(1000)], pause=0.01)
+    stream = started_with_text(provider, run_id, redis_url)
+    begun = time.monotonic()
+    cancel_flag_raise(run_id=run_id)
+    result = stream.wait(timeout=5)
+
+    assert time.monotonic() - begun < 0.5
+    assert result is not None
+    assert result.stopped
 
 
 def test_stream_collect_reads_a_whole_reply_without_a_log():
