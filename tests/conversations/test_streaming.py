@@ -13,6 +13,7 @@ from conversations import streaming
 from conversations.cancel_flags import cancel_flag_raise, cancel_subscriber_name
 from conversations.events import EventWriter, events_all, message_texts
 from conversations.llm.base import Finished, ProviderError, StreamEvent, TextDelta
+from tests.waiting import wait_until
 
 MESSAGE_ID = "m1"
 
@@ -177,20 +178,11 @@ def cancel_subscriptions(redis_url: str) -> set[str]:
     return {str(c["id"]) for c in clients if c.get("name") == cancel_subscriber_name()}
 
 
-def wait_for(condition, *, timeout: float = 10, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def started_with_text(provider: PacedProvider, run_id: str, redis_url: str):
     """A stream under way, with some text logged and the loop listening for stops."""
     stream = reply_stream(provider, run_id).start()
-    wait_for(lambda: bool(cancel_subscriptions(redis_url)), what="the stop subscription")
-    wait_for(lambda: bool(logged_text(run_id)), what="the first words")
+    wait_until(lambda: bool(cancel_subscriptions(redis_url)), what="the stop subscription")
+    wait_until(lambda: bool(logged_text(run_id)), what="the first words")
     return stream
 
 
@@ -232,11 +224,11 @@ def test_a_broadcast_stop_for_another_run_leaves_the_stream_alone(redis_url):
 def test_the_stop_subscription_comes_back_after_its_connection_drops(run_id, redis_url):
     warm_up = reply_stream(PacedProvider(["hi"]), str(uuid.uuid4())).start()
     assert warm_up.wait(timeout=5) is not None  # the loop subscribes with its first reply
-    wait_for(lambda: bool(cancel_subscriptions(redis_url)), what="the stop subscription")
+    wait_until(lambda: bool(cancel_subscriptions(redis_url)), what="the stop subscription")
     before = cancel_subscriptions(redis_url)
 
     redis.Redis.from_url(redis_url).client_kill_filter(_type="pubsub")
-    wait_for(
+    wait_until(
         lambda: (
             bool(cancel_subscriptions(redis_url)) and not cancel_subscriptions(redis_url) & before
         ),

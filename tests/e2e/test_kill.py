@@ -13,19 +13,11 @@ from tests.e2e.conftest import run_wait, stored
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
 from tests.e2e.worker import ChildProcess, Worker, beat_start, worker_start
 from tests.fake_openai import Script
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STORY = "The quick brown fox jumps over the lazy dog. " * 12
-
-
-def wait_until(condition, *, timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def recover(run: Run, *, timeout: float = 40) -> Run:

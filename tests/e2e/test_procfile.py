@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from conversations import events
 from conversations.models import Message, Run
 from tests.e2e.processes import ROOT, ChildProcess, database_url_for_tests
 from tests.e2e.web import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -115,17 +115,6 @@ def accepts_connections(port: int) -> bool:
         return False
 
 
-def wait_for(
-    condition: Callable[[], bool], *, timeout: float, what: str, honcho: ChildProcess
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}\n{honcho.log()[-6000:]}")
-
-
 def api_post(port: int, path: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}{path}",
@@ -172,7 +161,13 @@ def test_make_run_processes_answer_a_chat_and_all_stop_on_ctrl_c(tmp_path):
         )
 
     try:
-        wait_for(all_started, timeout=60, what="the four processes", honcho=honcho)
+        wait_until(
+            all_started,
+            timeout=60,
+            what="the four processes",
+            interval=0.1,
+            details=lambda: honcho.log()[-6000:],
+        )
         for piece, what in EXPECTED_PROCESSES.items():
             assert any(piece in command for command in seen.values()), f"{what} is not running"
 
