@@ -5,6 +5,7 @@ on free ports and with their own Valkey data and beat schedule, so a `make run` 
 going on the same machine is left alone. Only the database is the test run's.
 """
 
+import base64
 import contextlib
 import json
 import os
@@ -41,6 +42,7 @@ EXPECTED_PROCESSES = {
     "config beat": "Celery beat",
 }
 STOP_SECONDS = 15
+PING_SECONDS = 1
 
 
 def process_table() -> dict[int, tuple[int, str]]:
@@ -91,6 +93,7 @@ def honcho_start(tmp_path: Path, *, web_port: int, redis_port: int) -> ChildProc
         "PARLEY_EMBEDDED_REDIS_PORT": str(redis_port),
         "PARLEY_EMBEDDED_REDIS_DIR": str(tmp_path / "valkey"),
         "PARLEY_BEAT_SCHEDULE": str(tmp_path / "celerybeat-schedule"),
+        "PARLEY_WS_PING_SECONDS": str(PING_SECONDS),  # so the heartbeat shows in seconds
         "DATABASE_URL": database_url_for_tests(),
         "PYTHONUNBUFFERED": "1",
     }
@@ -142,6 +145,32 @@ def chat_over_websocket(port: int, conversation_id: str, key: str) -> list[dict[
     return got
 
 
+def frames_until_ping(port: int, conversation_id: str, key: str, *, timeout: float) -> list[int]:
+    """Opcodes of the frames an idle socket receives, up to the first ping (0x9). A raw
+    socket: websocket clients answer pings without showing them."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        handshake = (
+            f"GET /ws/conversations/{conversation_id}/ HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n"
+            f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {key}\r\n\r\n"
+        )
+        raw.sendall(handshake.encode())
+        stream = raw.makefile("rb")
+        assert b" 101 " in stream.readline()
+        while stream.readline() not in (b"\r\n", b""):
+            pass  # the rest of the handshake's headers
+        opcodes: list[int] = []
+        while not opcodes or opcodes[-1] != 0x9:
+            first, second = stream.read(2)
+            length = second & 0x7F
+            if length >= 126:
+                length = int.from_bytes(stream.read(2 if length == 126 else 8), "big")
+            stream.read(length)  # server frames are never masked
+            opcodes.append(first & 0x0F)
+        return opcodes
+
+
 def test_make_run_processes_answer_a_chat_and_all_stop_on_ctrl_c(tmp_path):
     owner = User.objects.create_user(username="runner", password="pw-runner-123")
     key = account_services.api_key_create(owner=owner, name="make run")[1]
@@ -184,6 +213,13 @@ def test_make_run_processes_answer_a_chat_and_all_stop_on_ctrl_c(tmp_path):
         assert reply is not None
         assert "84" in reply.content
         assert events.message_texts(got)[str(reply.id)] == reply.content
+
+        # The heartbeat that keeps idle proxies from closing a quiet socket.
+        started = time.monotonic()
+        opcodes = frames_until_ping(web_port, conversation["id"], key, timeout=10)
+        assert opcodes[0] == 0x1  # conversation.connected, a text frame
+        assert opcodes[-1] == 0x9
+        assert time.monotonic() - started < PING_SECONDS + 5
 
         seen.update(descendants(honcho.process.pid))
         os.killpg(honcho.process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
