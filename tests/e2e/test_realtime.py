@@ -203,3 +203,25 @@ def test_the_same_reply_over_server_sent_events_with_resume(
     path = f"/api/v1/runs/{run_id}/events/"
     connection.request("GET", path, headers={"Authorization": f"Bearer {outsider_key}"})
     assert connection.getresponse().status == 404
+
+
+def test_a_second_tab_on_another_web_process_follows_the_reply_too(
+    chat, key, web, web_b, workers, fake_openai
+):
+    """Notifications cross processes (the Redis channel layer): a tab on B hears that a
+    reply started on A, follows it on its own, and sees it whole."""
+    workers()
+    with open_socket(web_b, chat, key) as second, open_socket(web, chat, key) as first:
+        start_reply(first, fake_openai, rate=80)
+        notifications = []
+        while not notifications or notifications[-1]["type"] != "conversation.run_started":
+            frame = json.loads(second.recv(timeout=20))
+            if "sequence_number" not in frame:
+                notifications.append(frame)
+        got = run_events_from(second)
+        first_got = run_events_from(first)
+
+    run = Run.objects.get(pk=got[0]["run_id"])
+    assert notifications[-1]["run"]["id"] == str(run.pk)
+    assert_complete_and_exact(got, run)
+    assert first_got == got  # the same events, in the same order, on both processes
