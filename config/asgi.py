@@ -1,6 +1,8 @@
 """ASGI entry point: Daphne serves HTTP and websockets from this one application."""
 
+import gc
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -30,3 +32,18 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+
+def _freeze_startup_heap() -> None:
+    """Leave the objects of a started web process (Django, the apps, every view module)
+    out of garbage collection. A full collection otherwise walks about 150,000 of them and
+    holds the GIL for 70-130 ms, stalling every socket the process relays to."""
+    from django.urls import get_resolver
+
+    get_resolver().url_patterns  # noqa: B018  (imports every view now, not on first use)
+    gc.collect()
+    gc.freeze()
+
+
+if "daphne" in sys.argv[0]:  # a server starting, not a test or a command importing this
+    _freeze_startup_heap()
