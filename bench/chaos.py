@@ -4,8 +4,10 @@ Each trial starts a real Celery worker and a run whose fake upstream streams som
 a round of `record_side_effect` calls (sometimes two in parallel, one slow), then a
 streamed final answer. After a random delay it SIGKILLs the worker, starts a fresh one and
 sweeps the watchdog (as Celery beat would) until the run ends (the recovery time includes
-the fresh worker's start), then checks that nothing was lost or done twice. Trial i uses
-seed N+i: `--seed S --trials 1` replays the trial shown with seed S. It runs against
+the fresh worker's start), then checks that nothing was lost or done twice. Kill delays
+are drawn over the measured length of a run (one run, left alone, is timed first), so
+they land inside runs however fast the machine is. Trial i uses seed N+i: `--seed S
+--trials 1` replays the trial shown with seed S (at the same share of the run). It runs against
 DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite) and REDIS_URL (an embedded
 Valkey when unset), as a throwaway `chaos-*` user whose data is deleted at the end, also
 on error. Exit code 1 if any trial failed.
@@ -48,7 +50,6 @@ PREAMBLE = ["Let ", "me ", "record ", "that."]
 PREAMBLE_RATE = 20.0  # chunks per second of the tool round (text and tool-call pieces)
 STORY_RATE = 100.0
 ANSWER = Script(text=STORY, tokens_per_second=STORY_RATE)
-OVERHEAD = 1.0  # seconds beyond the scripts, mostly a fresh worker's first model call
 LATE_SHARE = 1.15  # kill delays reach this far past the expected duration ("after end")
 RECOVERY_TIMEOUT = 60.0
 SWEEP_SECONDS = 0.3
@@ -74,13 +75,19 @@ class Plan:
     delay: float
 
     @classmethod
-    def draw(cls, rng: Random, trial: int) -> "Plan":
+    def draw(cls, rng: Random, trial: int, overhead: float) -> "Plan":
+        """`overhead`: the seconds a run takes beyond its scripts (dispatch, steps, a fresh
+        worker's first model call), measured once by `overhead_measure`."""
         two = (Call(f"call_{trial}_fast", "fast", 0.1), Call(f"call_{trial}_slow", "slow", 1.2))
         calls = two if rng.random() < 0.5 else (Call(f"call_{trial}_one", "one", 0.3),)
-        chunks = len(PREAMBLE) + 4 * len(calls)  # a header + 3 argument pieces per call
-        tools = sum(call.seconds for call in calls)
-        expected = chunks / PREAMBLE_RATE + tools + len(STORY) / 4 / STORY_RATE + OVERHEAD
+        expected = cls(calls, 0.0).scripted_seconds() + overhead
         return cls(calls, rng.uniform(0.0, LATE_SHARE * expected))
+
+    def scripted_seconds(self) -> float:
+        """How long the upstream's scripts and the tools take, with no overhead at all."""
+        chunks = len(PREAMBLE) + 4 * len(self.calls)  # a header + 3 argument pieces per call
+        tools = sum(call.seconds for call in self.calls)
+        return chunks / PREAMBLE_RATE + tools + len(STORY) / 4 / STORY_RATE
 
     def tool_round(self) -> Script:
         calls = [call.spec() for call in self.calls]
@@ -201,9 +208,8 @@ def problems(run: Run, plan: Plan, before: Snapshot) -> list[str]:
     return found
 
 
-def trial(number: int, seed: int, owner: User, upstream: FakeOpenAI) -> Outcome:
-    plan = Plan.draw(Random(seed), number)
-    outcome = Outcome(number, seed, plan.delay)
+def conversation_prepare(owner: User, upstream: FakeOpenAI, plan: Plan) -> Conversation:
+    """Fresh tool tables, the upstream scripted for `plan`, a conversation with the tool."""
     tables_reset()
     upstream.reset()
     upstream.respond_with(answering(plan))
@@ -211,6 +217,31 @@ def trial(number: int, seed: int, owner: User, upstream: FakeOpenAI) -> Outcome:
     Conversation.objects.filter(pk=conversation.pk).update(
         tools=[*conversation.tools, "record_side_effect"]
     )
+    return conversation
+
+
+def overhead_measure(owner: User, upstream: FakeOpenAI) -> float:
+    """One run left alone: its duration beyond the scripts. Kill delays are drawn over the
+    real length of a run, so they land inside it however fast this machine and the code
+    are (a fixed guess once sent most kills past the end)."""
+    plan = Plan((Call("call_calibration", "calibration", 0.3),), 0.0)
+    conversation = conversation_prepare(owner, upstream, plan)
+    started = worker(upstream)
+    try:
+        began = time.monotonic()
+        _, run = services.run_start(conversation=conversation, content="Record, then tell")
+        if stuck := recover(run):
+            raise RuntimeError(f"the calibration run did not end: {stuck}")
+        return max(0.1, time.monotonic() - began - plan.scripted_seconds())
+    finally:
+        started.stop()
+        started.log_path.unlink(missing_ok=True)
+
+
+def trial(number: int, seed: int, owner: User, upstream: FakeOpenAI, overhead: float) -> Outcome:
+    plan = Plan.draw(Random(seed), number, overhead)
+    outcome = Outcome(number, seed, plan.delay)
+    conversation = conversation_prepare(owner, upstream, plan)
     workers: list[Worker] = []
     try:
         workers.append(worker(upstream))
@@ -317,10 +348,12 @@ def main() -> int:
         owner = User.objects.create_user(username=f"chaos-{secrets.token_hex(6)}")
         stack.callback(cleanup, owner)
         database = f"{connection.vendor} {connection.settings_dict['NAME']}"
-        print(f"bench.chaos: {args.trials} trials, seed {args.seed}, {database}, {redis_url}\n")
+        print(f"bench.chaos: {args.trials} trials, seed {args.seed}, {database}, {redis_url}")
+        overhead = overhead_measure(owner, upstream)
+        print(f"a run takes {overhead:.2f} s beyond its scripts (one run, not killed)\n")
         print(ROW.format("trial", "seed", "kill ms", "landed", "recovery s", "outcome"))
         for number in range(1, args.trials + 1):
-            outcomes.append(trial(number, args.seed + number - 1, owner, upstream))
+            outcomes.append(trial(number, args.seed + number - 1, owner, upstream, overhead))
             print(row(outcomes[-1]), flush=True)
         report(outcomes)
     return 1 if any(o.problems for o in outcomes) else 0
