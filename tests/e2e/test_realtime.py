@@ -213,7 +213,7 @@ def test_a_second_tab_on_another_web_process_follows_the_reply_too(
     workers()
     with open_socket(web_b, chat, key) as second, open_socket(web, chat, key) as first:
         start_reply(first, fake_openai, rate=80)
-        notifications = []
+        notifications: list[dict[str, Any]] = []
         while not notifications or notifications[-1]["type"] != "conversation.run_started":
             frame = json.loads(second.recv(timeout=20))
             if "sequence_number" not in frame:
