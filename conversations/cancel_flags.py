@@ -17,9 +17,7 @@ import logging
 import os
 from collections.abc import Callable
 
-import redis
 import redis.asyncio as aioredis
-from django.conf import settings
 
 from conversations import events
 
@@ -41,27 +39,14 @@ def cancel_flag_key(run_id: str) -> str:
 
 def cancel_flag_raise(*, run_id: str) -> None:
     """Raise the flag, then tell the streaming loops (one round trip)."""
-    pipe = _client().pipeline(transaction=False)
+    pipe = events.redis_client().pipeline(transaction=False)
     pipe.set(cancel_flag_key(run_id), 1, ex=FLAG_SECONDS)
     pipe.publish(CANCEL_CHANNEL, run_id)
     pipe.execute()
 
 
 def cancel_flag_raised(*, run_id: str) -> bool:
-    return bool(_client().exists(cancel_flag_key(run_id)))
-
-
-def _client() -> redis.Redis:
-    # One client per URL: every streaming step asks once a second, and building a client
-    # costs more than the EXISTS it sends (tests change the URL, hence the key).
-    url = settings.REDIS_URL
-    client = _clients.get(url)
-    if client is None:
-        client = _clients[url] = events.redis_client()
-    return client
-
-
-_clients: dict[str, redis.Redis] = {}
+    return bool(events.redis_client().exists(cancel_flag_key(run_id)))
 
 
 def cancel_subscriber_name() -> str:

@@ -195,7 +195,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         # An ended run's log expires after a while; without this check the client would
         # wait for events that never come. An active run's log may not exist yet (not
         # announced), and its worker writes it soon.
-        if run.status not in Run.ACTIVE_STATUSES and not await events.aevent_log_exists(run_id):
+        if not run.is_active and not await events.aevent_log_exists(run_id):
             raise FrameError("events_expired", EVENTS_EXPIRED_MESSAGE)
         self._follow(run_id, after=after)
 
@@ -213,22 +213,21 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             self.follower = None
 
     async def _relay(self, run_id: str, after: int | None) -> None:
-        delays = iter(RELAY_RETRY_DELAYS)
+        failures = 0  # in a row, without an event sent in between
         while True:
             try:
                 async for event in events.events_follow(run_id, after=after):
                     await self.send_json(event)
                     # Where a retry picks up: the same cursor, so no gap and no duplicate.
-                    after = event["sequence_number"]
-                    delays = iter(RELAY_RETRY_DELAYS)  # trouble now starts a fresh count
+                    after, failures = event["sequence_number"], 0
                 return
             except asyncio.CancelledError:
                 raise
             except (redis.RedisError, OSError):
-                delay = next(delays, None)
-                if delay is None:
+                if failures == len(RELAY_RETRY_DELAYS):
                     log.exception("relaying run %s failed; giving up", run_id)
                     break
+                delay, failures = RELAY_RETRY_DELAYS[failures], failures + 1
                 log.warning("relaying run %s: Redis failed, retrying in %ss", run_id, delay)
                 await asyncio.sleep(delay)
             except Exception:

@@ -54,11 +54,17 @@ def stream_key(run_id: RunId) -> str:
 
 
 _pools: dict[str, redis.BlockingConnectionPool] = {}
+_clients: dict[str, redis.Redis] = {}
 _pools_lock = threading.Lock()
 
 
 def redis_client() -> redis.Redis:
-    """A client on this process's pool for settings.REDIS_URL (read per call: tests change it)."""
+    """This process's client for settings.REDIS_URL (read per call: tests change it).
+
+    One client per pool, shared by every thread (redis-py clients are thread-safe): a
+    streaming step asks Redis about once a second, and building a client cost more than
+    the command it sent.
+    """
     url = settings.REDIS_URL
     with _pools_lock:
         pool = _pools.get(url)
@@ -71,7 +77,10 @@ def redis_client() -> redis.Redis:
                 max_connections=settings.PARLEY_REDIS_MAX_CONNECTIONS,
                 timeout=SOCKET_TIMEOUT,
             )
-    return redis.Redis(connection_pool=pool)
+        client = _clients.get(url)
+        if client is None or client.connection_pool is not pool:  # a new pool, a new client
+            client = _clients[url] = redis.Redis(connection_pool=pool)
+    return client
 
 
 # --- entries ---------------------------------------------------------------------------

@@ -4,26 +4,21 @@ A step works on a run only while it holds the run's lease (`Run.lease_token`, un
 `lease_expires_at`); once the lease expires the watchdog hands the run to another worker.
 So a step renews it whenever a third of it is used: while a reply streams (the step's
 thread wakes about once a second, conversations/runner.py) and while a tool runs
-(`Lease.kept_during`). Between renewals it holds no database connection
-(`release_connection`).
+(`tool_execute` calls `Lease.keepalive` as it waits). Between renewals it holds no
+database connection (`release_connection`).
 """
 
-import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypeVar
 
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from conversations.models import Run
-
-T = TypeVar("T")
 
 
 class LeaseLost(Exception):
@@ -47,8 +42,6 @@ class Lease:
     run_id: uuid.UUID
     token: uuid.UUID
     renewed_at: float = field(default_factory=time.monotonic)
-    # Set once a renewal found the run taken: the step's late writes are dropped.
-    lost: bool = False
 
     @staticmethod
     def until() -> datetime:
@@ -64,7 +57,6 @@ class Lease:
 
     def renew(self) -> None:
         if not self.mine().update(lease_expires_at=self.until()):
-            self.lost = True
             raise LeaseLost
         self.renewed_at = time.monotonic()
 
@@ -75,37 +67,7 @@ class Lease:
         self.renew()
         return True
 
-    def kept_during(self, call: Callable[[], T], *, thread_name: str) -> T:
-        """`call()` on a thread of its own, the lease renewed meanwhile.
-
-        A tool may run longer than the lease (up to its timeout), and a lease left to
-        expire would let another worker start the same call again. Raises LeaseLost as soon
-        as a renewal finds the run taken, leaving the call to finish on its own.
-        """
-        if connection.in_atomic_block:
-            # Inside the caller's transaction the call needs this thread's connection
-            # (see tool_execute), and there is no other thread to renew from.
-            return call()
-        done = threading.Event()
-        value: list[T] = []
-        failure: list[BaseException] = []
-
-        def work() -> None:
-            try:
-                value.append(call())
-            except BaseException as error:  # raised in the waiting thread instead
-                failure.append(error)
-            finally:
-                try:
-                    connections.close_all()  # this thread's own; nothing else would
-                finally:
-                    done.set()
-
-        threading.Thread(target=work, name=thread_name, daemon=True).start()
+    def keepalive(self) -> None:
+        """Renew, then give the connection back: the step goes on waiting (on a tool)."""
+        self.renew()
         release_connection()
-        while not done.wait(self.period()):
-            self.renew()
-            release_connection()
-        if failure:
-            raise failure[0]
-        return value[0]

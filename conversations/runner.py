@@ -24,7 +24,6 @@ text; a stopped (cancelled) reply keeps its partial text, stored with
 `provider_payload.finish_reason = "cancelled"`, while a failed one is discarded.
 """
 
-import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -80,8 +79,7 @@ class Step:
         return Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists()
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
-        if not self.lease.lost:  # a tool that outlived the lease: the log is not ours
-            self.writer.emit(kind, **payload)
+        self.writer.emit(kind, **payload)
 
 
 # --- entry points ----------------------------------------------------------------------
@@ -301,15 +299,14 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             emit=step.emit,
         )
         with turns.given_back():
-            result = step.lease.kept_during(
-                functools.partial(
-                    tool_execute,
-                    name=call["name"],
-                    arguments=call["arguments"],
-                    context=context,
-                    enabled=conversation.tools,
-                ),
-                thread_name=f"step-{run.id}-{call['id']}",
+            release_connection()  # the tool may run for long; renewals reconnect
+            result = tool_execute(
+                name=call["name"],
+                arguments=call["arguments"],
+                context=context,
+                enabled=conversation.tools,
+                keepalive=step.lease.keepalive,
+                keepalive_every=Lease.period(),
             )
             release_connection()  # before waiting for the turn again
         # Each result is stored as soon as it exists: a crash after it never reruns it.

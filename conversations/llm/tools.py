@@ -20,6 +20,7 @@ import inspect
 import json
 import logging
 import threading
+import time
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -275,7 +276,14 @@ class _Outcome:
     finished: threading.Event = field(default_factory=threading.Event)
 
 
-def _run_in_thread(call: Callable[[], Any], *, thread_name: str, timeout: float) -> _Outcome:
+def _run_in_thread(
+    call: Callable[[], Any],
+    *,
+    thread_name: str,
+    timeout: float,
+    keepalive: Callable[[], None] | None,
+    keepalive_every: float,
+) -> _Outcome:
     outcome = _Outcome()
 
     def work() -> None:
@@ -291,7 +299,12 @@ def _run_in_thread(call: Callable[[], Any], *, thread_name: str, timeout: float)
                 outcome.finished.set()
 
     threading.Thread(target=work, name=thread_name, daemon=True).start()
-    outcome.finished.wait(timeout)
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if outcome.finished.wait(left if keepalive is None else min(left, keepalive_every)):
+            break
+        if keepalive is not None:
+            keepalive()  # may raise: the caller stops waiting, the tool runs on alone
     return outcome
 
 
@@ -308,9 +321,20 @@ def _run_inline(call: Callable[[], Any]) -> _Outcome:
 
 
 def tool_execute(
-    *, name: str, arguments: str, context: ToolContext, enabled: list[str]
+    *,
+    name: str,
+    arguments: str,
+    context: ToolContext,
+    enabled: list[str],
+    keepalive: Callable[[], None] | None = None,
+    keepalive_every: float = 10.0,
 ) -> ToolResult:
-    """Validate and run one tool call; every failure becomes an error result."""
+    """Validate and run one tool call; every failure becomes an error result.
+
+    `keepalive` is called every `keepalive_every` seconds while the tool runs (the runner
+    renews its lease on the run); what it raises ends the wait and is raised here, and the
+    tool's events are then dropped.
+    """
     entry = _REGISTRY.get(name)
     usable = ", ".join(n for n in _REGISTRY if n in set(enabled)) or "none"
     if entry is None:
@@ -354,7 +378,11 @@ def tool_execute(
         outcome = _run_inline(call)
     else:
         outcome = _run_in_thread(
-            call, thread_name=f"tool-{name}-{context.call_id}", timeout=timeout
+            call,
+            thread_name=f"tool-{name}-{context.call_id}",
+            timeout=timeout,
+            keepalive=keepalive,
+            keepalive_every=keepalive_every,
         )
     # Read once: a tool that finishes from here on is treated as timed out, consistently.
     finished = outcome.finished.is_set()

@@ -279,6 +279,40 @@ def test_events_of_an_abandoned_tool_are_dropped(registry):
     assert seen == ["early"]
 
 
+def test_a_slow_tool_is_kept_alive_and_a_failing_keepalive_stops_the_wait(registry):
+    """The runner renews its lease while a tool runs; once that fails (the run has another
+    owner) the step stops waiting at once and publishes none of the tool's events."""
+    seen: list[str] = []
+    beats: list[float] = []
+    release = threading.Event()
+
+    @tool(timeout=5)
+    def slow(context: ToolContext) -> str:
+        context.emit("working", {})
+        release.wait(5)
+        return "done"
+
+    def keepalive() -> None:
+        beats.append(time.monotonic())
+        if len(beats) == 3:
+            raise RuntimeError("the lease is gone")
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="the lease is gone"):
+        tool_execute(
+            name="slow",
+            arguments="{}",
+            context=offline_context(emit=lambda t, p: seen.append(t)),
+            enabled=["slow"],
+            keepalive=keepalive,
+            keepalive_every=0.05,
+        )
+    release.set()
+    assert len(beats) == 3
+    assert time.monotonic() - started < 2  # not the tool's 5 s limit
+    assert seen == []
+
+
 def test_the_default_time_limit_comes_from_settings(registry, settings):
     settings.PARLEY_TOOL_TIMEOUT_SECONDS = 0.05
     release = threading.Event()
