@@ -18,6 +18,7 @@ from accounts.services import api_keys_revoke
 from conversations import services
 from conversations.admin.common import actor
 from conversations.admin.paging import EstimatedCountPaginator
+from conversations.admin.text_guard import TextGuardMixin
 from conversations.models import Conversation
 
 
@@ -34,7 +35,7 @@ def _per_owner(aggregate: Any) -> Subquery:
 
 
 @admin.register(User)
-class ParleyUserAdmin(UserAdmin):
+class ParleyUserAdmin(TextGuardMixin, UserAdmin):
     list_display = [
         "username",
         "email",
@@ -99,7 +100,7 @@ def revoke_keys(
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(TextGuardMixin, admin.ModelAdmin):
     """Keys are created by their owners (the secret is shown to them once); staff can
     only see and revoke them."""
 

@@ -109,7 +109,10 @@ class Conversation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.title or f"Conversation {self.id}"
+        # No title: titles are made from the first message, and this label shows up in
+        # places (admin breadcrumbs, confirmation pages, autocompletes) read by staff who
+        # may not read message text.
+        return f"Conversation {str(self.id)[:8]} ({self.message_count} messages)"
 
 
 class Message(models.Model):

@@ -17,6 +17,7 @@ from conversations.admin import actions, usage
 from conversations.admin.common import actor, can_read_transcripts
 from conversations.admin.owner_form import OwnerForm
 from conversations.admin.paging import EstimatedCountPaginator
+from conversations.admin.text_guard import TextGuardMixin
 from conversations.admin.transcript import transcript_view
 from conversations.models import Conversation, Run
 
@@ -87,7 +88,7 @@ class OwnerFilter(admin.SimpleListFilter):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
     list_display = [
         "title_or_id",
         "owner_link",
@@ -108,6 +109,7 @@ class ConversationAdmin(admin.ModelAdmin):
     ]
     # Only for Django's search box; get_search_results decides what a term matches.
     search_fields = ["title"]
+    search_reads_text = True
     search_help_text = "Words of the title, an owner's username or email, or a conversation id."
     ordering = ["-last_activity_at"]
     paginator = EstimatedCountPaginator
@@ -141,6 +143,8 @@ class ConversationAdmin(admin.ModelAdmin):
         "forked_at_seq",
     )
     readonly_fields = fields
+    # Shown only to those who may read transcripts: the title is the first message's start.
+    TEXT_DETAIL_FIELDS = ("title", "metadata")
     change_list_template = "admin/conversations/conversation/change_list.html"
     change_form_template = "admin/conversations/conversation/change_form.html"
 
@@ -213,11 +217,19 @@ class ConversationAdmin(admin.ModelAdmin):
                 "pk", flat=True
             )[:OWNER_MATCHES]
         )
-        return queryset.filter(Q(title__icontains=term) | Q(owner_id__in=owners)), False
+        match = Q(owner_id__in=owners)
+        if can_read_transcripts(request):
+            # Matching titles would reveal them one query at a time to everyone else.
+            match |= Q(title__icontains=term)
+        return queryset.filter(match), False
 
     @admin.display(description="conversation", ordering="title")
     def title_or_id(self, obj: Conversation) -> str:
         return obj.title or f"(untitled) {obj.pk}"
+
+    @admin.display(description="conversation")
+    def label(self, obj: Conversation) -> str:
+        return str(obj)
 
     @admin.display(description="owner", ordering="owner__username")
     def owner_link(self, obj: Conversation) -> str:
@@ -234,7 +246,16 @@ class ConversationAdmin(admin.ModelAdmin):
         shown = list(super().get_list_display(request))
         if not can_read_transcripts(request):
             shown.remove("transcript_link")
+            shown[shown.index("title_or_id")] = "label"
         return shown
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if can_read_transcripts(request):
+            return self.fields
+        return [name for name in self.fields if name not in self.TEXT_DETAIL_FIELDS]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.get_fields(request, obj)
 
     @admin.display(description="transcript")
     def transcript_link(self, obj: Conversation) -> str:

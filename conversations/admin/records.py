@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from conversations import search, services
 from conversations.admin.common import actor, can_read_transcripts
 from conversations.admin.paging import EstimatedCountPaginator
+from conversations.admin.text_guard import TextGuardMixin
 from conversations.models import AuditEvent, Message, Run
 
 # Fields holding what people and models wrote: shown only with the transcript permission.
@@ -30,7 +31,7 @@ MESSAGE_META_FIELDS = (
 )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(TextGuardMixin, admin.ModelAdmin):
     paginator = EstimatedCountPaginator
     show_full_result_count = False
     list_per_page = 100
@@ -66,6 +67,7 @@ class MessageAdmin(ReadOnlyAdmin):
     list_display = ["seq", "role", "kind", "conversation_link", "name", "created_at", "run_id"]
     list_filter = ["role", "kind"]
     search_fields = ["content"]
+    search_reads_text = True
     raw_id_fields = ["conversation", "run"]
 
     def get_search_fields(self, request: HttpRequest) -> list[str]:

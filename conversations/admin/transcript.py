@@ -45,7 +45,7 @@ def transcript_view(
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
-        "title": f"Transcript: {conversation}",
+        "title": f"Transcript: {conversation.title or conversation}",
         "conversation": conversation,
         "page": page,
         "previous_page": page.number - 1 if page.number > 1 else None,

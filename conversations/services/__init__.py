@@ -3,7 +3,7 @@
 Split by subject; import them from here.
 """
 
-from conversations.services.audit import audit_record, audit_record_many
+from conversations.services.audit import audit_record, audit_record_many, audit_search_record
 from conversations.services.chat import chat_start
 from conversations.services.common import UNSET
 from conversations.services.conversations import (
@@ -40,6 +40,7 @@ __all__ = [
     "PurgeResult",
     "audit_record",
     "audit_record_many",
+    "audit_search_record",
     "chat_start",
     "context_event_add",
     "conversation_create",

@@ -20,6 +20,17 @@ def audit_record(
     )
 
 
+def audit_search_record(*, actor: User, reason: str) -> AuditEvent:
+    """A text search or text filter over many conversations: which ones it reads is not
+    known in advance, so the event names none."""
+    return AuditEvent.objects.create(
+        actor=actor,
+        actor_username=actor.get_username(),
+        action=AuditEvent.Action.VIEWED,
+        reason=reason,
+    )
+
+
 def audit_record_many(
     *,
     actor: User | None,
