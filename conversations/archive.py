@@ -156,20 +156,25 @@ class _Line:
 
 
 # A cell starting with one of these is a formula to a spreadsheet: content written by a
-# user or a model could run one in the moderator's spreadsheet (CSV injection).
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# user or a model could run one in the moderator's spreadsheet (CSV injection). The
+# full-width forms count too, and so does one behind spaces or line breaks, which some
+# spreadsheets skip.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%", "＝", "＋", "－", "＠")
 
 
-def csv_cell(text: str) -> str:
-    """User-controlled text made inert for spreadsheets: a leading apostrophe, which
-    spreadsheets show as plain text (OWASP's advice for CSV injection)."""
-    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
+def csv_cell(value: object) -> str:
+    """Any cell made inert for spreadsheets: a leading apostrophe, which spreadsheets
+    show as plain text (OWASP's advice for CSV injection). Every cell of the export goes
+    through here, not only the ones that hold text today."""
+    text = "" if value is None else str(value)
+    risky = text.startswith(_FORMULA_STARTS) or text.lstrip().startswith(_FORMULA_STARTS)
+    return f"'{text}" if risky else text
 
 
 def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
     """Every message of the selection, one row each. The csv module quotes fields holding
     commas, quotes or line breaks, so multi-line content survives a spreadsheet; text
-    that would start a formula is neutralised (csv_cell)."""
+    that would start a formula is neutralised, in every column (csv_cell)."""
     fields = (
         "seq",
         "role",
@@ -190,23 +195,22 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
         yield line.value
         for conversation, messages in _with_messages(queryset, fields):
             for _, seq, role, kind, name, call_id, content, calls, at, run_id, usage in messages:
-                writer.writerow(
-                    [
-                        conversation.pk,
-                        csv_cell(conversation.title),
-                        conversation.owner_id,
-                        seq,
-                        role,
-                        kind,
-                        name,
-                        call_id,
-                        csv_cell(content),
-                        json.dumps(calls, ensure_ascii=False) if calls else "",
-                        at.isoformat(),
-                        run_id or "",
-                        (usage or {}).get("total_tokens", ""),
-                    ]
-                )
+                cells = [
+                    conversation.pk,
+                    conversation.title,
+                    conversation.owner_id,
+                    seq,
+                    role,
+                    kind,
+                    name,
+                    call_id,
+                    content,
+                    json.dumps(calls, ensure_ascii=False) if calls else "",
+                    at.isoformat(),
+                    run_id,
+                    (usage or {}).get("total_tokens", "") if isinstance(usage, dict) else "",
+                ]
+                writer.writerow([csv_cell(cell) for cell in cells])
                 yield line.value
 
     return _sized(rows())

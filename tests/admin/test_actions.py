@@ -285,3 +285,31 @@ def test_exports_need_the_transcript_permission(moderator, baking):
         assert not getattr(response, "streaming", False), action
         assert SECRET.encode() not in response.content
     assert not AuditEvent.objects.exists()
+
+
+def test_csv_export_neutralises_formulas_in_every_column(reader, owner):
+    conversation = services.conversation_create(owner=owner, title=" =HYPERLINK(1)")
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            NewMessage(
+                role="assistant",
+                content="",
+                tool_calls=[{"id": "+call", "name": "=evil", "arguments": "{}"}],
+            ),
+            NewMessage(role="tool", content="\t=1+1", tool_call_id="+call", name="@SUM(A1)"),
+        ],
+    )
+    # Values no service would write, as an old import might have left them.
+    Message.objects.filter(conversation=conversation).update(usage={"total_tokens": "=2+3"})
+    response = act(client_for(reader), "export_csv", [conversation])
+    rows = list(csv.DictReader(io.StringIO(streamed(response).decode(), newline="")))
+    risky = ("=", "+", "-", "@", "\t", "\r", "|", "%", "＝", " ")
+    for row in rows:
+        for column, cell in row.items():
+            assert not cell.startswith(risky), (column, cell)
+    assert rows[1]["name"] == "'@SUM(A1)"
+    assert rows[1]["tool_call_id"] == "'+call"
+    assert rows[1]["total_tokens"] == "'=2+3"
+    assert rows[0]["tool_calls"].startswith("[")  # JSON starts harmlessly
+    assert rows[0]["conversation_title"] == "' =HYPERLINK(1)"
