@@ -159,7 +159,21 @@ class _Line:
 # user or a model could run one in the moderator's spreadsheet (CSV injection). The
 # full-width forms count too, and so does one behind spaces or line breaks, which some
 # spreadsheets skip.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "|", "%", "＝", "＋", "－", "＠")
+_FORMULA_STARTS = (
+    "=",
+    "+",
+    "-",
+    "@",
+    "\t",
+    "\r",
+    "\n",
+    "|",
+    "%",
+    "\uff1d",
+    "\uff0b",
+    "\uff0d",
+    "\uff20",
+)
 
 
 def csv_cell(value: object) -> str:

@@ -304,7 +304,7 @@ def test_csv_export_neutralises_formulas_in_every_column(reader, owner):
     Message.objects.filter(conversation=conversation).update(usage={"total_tokens": "=2+3"})
     response = act(client_for(reader), "export_csv", [conversation])
     rows = list(csv.DictReader(io.StringIO(streamed(response).decode(), newline="")))
-    risky = ("=", "+", "-", "@", "\t", "\r", "|", "%", "＝", " ")
+    risky = ("=", "+", "-", "@", "\t", "\r", "|", "%", "\uff1d", " ")
     for row in rows:
         for column, cell in row.items():
             assert not cell.startswith(risky), (column, cell)
@@ -312,4 +312,5 @@ def test_csv_export_neutralises_formulas_in_every_column(reader, owner):
     assert rows[1]["tool_call_id"] == "'+call"
     assert rows[1]["total_tokens"] == "'=2+3"
     assert rows[0]["tool_calls"].startswith("[")  # JSON starts harmlessly
-    assert rows[0]["conversation_title"] == "' =HYPERLINK(1)"
+    assert rows[0]["conversation_title"] == "'=HYPERLINK(1)"
+    assert rows[1]["content"] == "'\t=1+1"
