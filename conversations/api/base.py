@@ -152,11 +152,21 @@ def _replay(record: Any) -> Response:
     return response
 
 
+def secret_fields_mark(response: Response, *names: str) -> Response:
+    """Name the fields of an answer that hold a secret: a repeat of the request gets them
+    as null, because the stored answer never holds a secret."""
+    response.secret_fields = names  # type: ignore[attr-defined]
+    return response
+
+
 def _finish(record: Any, response: Any) -> None:
     """Successful answers are kept for repeats; a failed request frees its key, so the
     client may fix the problem (or wait out a conflict) and retry with the same key."""
     if isinstance(response, Response) and 200 <= response.status_code < 300:
         body = json.loads(JSONRenderer().render(response.data) or b"null")
+        secrets = getattr(response, "secret_fields", ())
+        if secrets and isinstance(body, dict):
+            body = {**body, **dict.fromkeys(secrets)}
         account_services.idempotency_complete(
             record=record, status_code=response.status_code, body=body
         )

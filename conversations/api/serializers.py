@@ -221,7 +221,11 @@ class ApiKeyOut(serializers.Serializer):
 
 
 class ApiKeyCreatedOut(ApiKeyOut):
-    key = serializers.CharField(help_text="The whole secret. Shown this once, never again.")
+    key = serializers.CharField(
+        allow_null=True,
+        help_text="The whole secret. Shown this once, never again: null in a repeat of the "
+        "request with the same Idempotency-Key.",
+    )
 
 
 class ToolOut(serializers.Serializer):

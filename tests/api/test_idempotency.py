@@ -7,7 +7,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from accounts.models import IdempotencyRecord
+from accounts.models import ApiKey, IdempotencyRecord
 from conversations.models import Conversation, Message
 from tests.api.conftest import error_of
 
@@ -118,3 +118,33 @@ def test_a_malformed_key_is_400(api):
     response = create(api, "x" * 300)
     assert response.status_code == 400
     assert "Idempotency-Key" in error_of(response)["message"]
+
+
+def create_key(client, idempotency_key):
+    return client.post(
+        "/api/v1/api-keys/", {"name": "ci"}, format="json", HTTP_IDEMPOTENCY_KEY=idempotency_key
+    )
+
+
+def test_an_api_key_secret_is_never_stored_and_a_replay_answers_without_it(api, owner):
+    first = create_key(api, "key-1")
+    assert first.status_code == 201
+    secret = first.json()["key"]
+    assert secret.startswith("prl_")
+    # Nothing kept for the replay holds the secret, nor any part past the public prefix.
+    for record in IdempotencyRecord.objects.all():
+        assert secret not in str(record.body)
+        assert secret[len(first.json()["prefix"]) :] not in str(record.body)
+    again = create_key(api, "key-1")
+    assert again.status_code == 201
+    assert again["Idempotent-Replayed"] == "true"
+    assert again.json() == {**first.json(), "key": None}
+    assert ApiKey.objects.filter(owner=owner).count() == 1
+
+
+def test_a_replay_after_the_key_was_revoked_still_holds_no_secret(api, owner):
+    first = create_key(api, "key-2").json()
+    assert api.delete(f"/api/v1/api-keys/{first['id']}/").status_code == 204
+    again = create_key(api, "key-2")
+    assert again.json()["key"] is None
+    assert first["key"] not in again.content.decode()

@@ -11,7 +11,13 @@ from accounts.authentication import ApiKeyAuthentication, PasswordAuthentication
 from accounts.models import ApiKey
 from conversations import selectors
 from conversations.api import serializers as s
-from conversations.api.base import ApiView, idempotent, int_param, page_response
+from conversations.api.base import (
+    ApiView,
+    idempotent,
+    int_param,
+    page_response,
+    secret_fields_mark,
+)
 from conversations.errors import Problem, ValidationFailed
 from conversations.llm.tools import tool_catalog
 
@@ -94,7 +100,8 @@ class ApiKeyListView(ApiView):
         operation_id="api_keys_create",
         summary="Create an API key",
         description="The answer's `key` is the whole secret, shown this once; only its "
-        "hash is stored. Send it as `Authorization: Bearer <key>`.",
+        "hash is stored. Send it as `Authorization: Bearer <key>`. A repeat with the same "
+        "`Idempotency-Key` answers the same key with `key: null`: the secret is never stored.",
         request=s.ApiKeyIn,
         responses={201: s.ApiKeyCreatedOut},
         examples=[OpenApiExample("Create", value={"name": "ci"}, request_only=True)],
@@ -110,7 +117,8 @@ class ApiKeyListView(ApiView):
             )
         except ValueError as exc:
             raise ValidationFailed([Problem("$.name", str(exc))]) from None
-        return Response({**_key(api_key), "key": secret}, status=201)
+        # Replays of this request answer `key: null`: the secret is never stored.
+        return secret_fields_mark(Response({**_key(api_key), "key": secret}, status=201), "key")
 
 
 class ApiKeyDetailView(ApiView):
