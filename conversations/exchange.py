@@ -335,7 +335,7 @@ def _message_problems(messages: list[ImportedMessage]) -> list[Problem]:
                 Problem(f"{path}.seq", f"is {message.seq}; expected {index + 1} (gapless from 1)")
             )
         problems += validation.content_problems(message.content, path=f"{path}.content")
-        problems += _nul_problems(message.usage, f"{path}.usage")
+        problems += validation.usage_problems(message.usage, path=f"{path}.usage")
         problems += _nul_problems(message.provider_payload, f"{path}.provider_payload")
         # Checked here, not left to the database: PostgreSQL fails on an over-long varchar.
         problems += validation.text_problems(

@@ -147,6 +147,10 @@ class Message(models.Model):
     usage = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     provider_payload = models.JSONField(null=True, blank=True)
+    # A copy made by an import or a fork: it happened elsewhere, so the usage dashboard
+    # counts neither the message nor its tokens as this user's own spend. Not exported,
+    # so export -> import -> export stays identical.
+    copied = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["conversation", "seq"]

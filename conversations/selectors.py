@@ -349,7 +349,9 @@ def _usage_messages(start: date, end: date) -> QuerySet[Message]:
     """Messages created on days start..end (inclusive, UTC)."""
     since = datetime.combine(start, time.min, tzinfo=UTC)
     until = datetime.combine(end + timedelta(days=1), time.min, tzinfo=UTC)
-    return Message.objects.filter(created_at__gte=since, created_at__lt=until)
+    # Copies (imports, forks) were spent elsewhere: counting them would let anyone forge
+    # their own figures, or count a fork's history twice.
+    return Message.objects.filter(created_at__gte=since, created_at__lt=until, copied=False)
 
 
 @dataclass(frozen=True)

@@ -82,19 +82,76 @@ def metadata_problems(value: Any, *, path: str = "$.metadata") -> list[Problem]:
     if len(value) > METADATA_MAX_KEYS:
         problems.append(Problem(path, f"has {len(value)} keys; the limit is {METADATA_MAX_KEYS}"))
     for key, item in value.items():
-        if len(key) > METADATA_KEY_MAX:
-            problems.append(
-                Problem(f"{path}.{key[:20]}…", f"key is longer than {METADATA_KEY_MAX} characters")
-            )
+        # Keys are text too: jsonb refuses NUL in them, and no database holds a surrogate.
+        key_problems = text_problems(key, path=key_path(path, key), max_chars=METADATA_KEY_MAX)
+        if key_problems:
+            problems += [Problem(p.path, f"key {p.message}") for p in key_problems]
             continue
-        # PostgreSQL's jsonb refuses NUL in keys too, not only in values.
-        if "\x00" in key:
-            problems.append(
-                Problem(f"{path}.{key!r}", "key contains a NUL character, which cannot be stored")
-            )
-            continue
-        problems += text_problems(item, path=f"{path}.{key}", max_chars=METADATA_VALUE_MAX)
+        problems += text_problems(item, path=key_path(path, key), max_chars=METADATA_VALUE_MAX)
     return problems
+
+
+def key_path(path: str, key: Any) -> str:
+    """`path.key`, with a key that is not storable text (or very long) shown escaped and
+    cut, so the error that names it can itself be sent."""
+    shown = str(key)[:40]
+    if not shown.isprintable() or _unencodable(shown):
+        shown = shown.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        shown = shown.encode("unicode_escape").decode("ascii")
+    return f"{path}.{shown}{'…' if len(str(key)) > 40 else ''}"
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# What a provider reports of a reply's usage, and so what an import may carry: the three
+# counts, and OpenAI's breakdowns of them.
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+USAGE_BREAKDOWNS = ("prompt_tokens_details", "completion_tokens_details")
+
+
+def usage_problems(value: Any, *, path: str) -> list[Problem]:
+    """Usage from outside (an import): known keys only, each a whole number of tokens
+    within PARLEY_IMPORT_MAX_USAGE_TOKENS, so nobody can forge the usage figures or
+    overflow the sums that add them up."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [Problem(path, f"must be an object or null, not {type_name(value)}")]
+    problems = []
+    for key, item in value.items():
+        item_path = key_path(path, key)
+        if key in USAGE_COUNTS:
+            problems += _token_count_problems(item, path=item_path)
+        elif key in USAGE_BREAKDOWNS:
+            if not isinstance(item, dict):
+                problems.append(Problem(item_path, f"must be an object, not {type_name(item)}"))
+                continue
+            for part, count in item.items():
+                if _unencodable(str(part)) or not str(part).isidentifier():
+                    problems.append(Problem(key_path(item_path, part), "is not a usage field"))
+                else:
+                    problems += _token_count_problems(count, path=key_path(item_path, part))
+        else:
+            known = ", ".join((*USAGE_COUNTS, *USAGE_BREAKDOWNS))
+            problems.append(Problem(item_path, f"is not a usage field; known fields: {known}"))
+    return problems
+
+
+def _token_count_problems(value: Any, *, path: str) -> list[Problem]:
+    limit = settings.PARLEY_IMPORT_MAX_USAGE_TOKENS
+    if value is None:
+        return []
+    if not isinstance(value, int) or isinstance(value, bool):
+        return [Problem(path, f"must be a whole number of tokens, not {type_name(value)}")]
+    if not 0 <= value <= limit:
+        return [Problem(path, f"must be between 0 and {limit}")]
+    return []
 
 
 def type_name(value: Any) -> str:

@@ -271,6 +271,8 @@ PARLEY_MAX_DRAFT_CHARS = env_int("PARLEY_MAX_DRAFT_CHARS", 100_000)
 PARLEY_MAX_SYSTEM_PROMPT_CHARS = env_int("PARLEY_MAX_SYSTEM_PROMPT_CHARS", 32_000)
 PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 20 * 1024 * 1024)
 PARLEY_IMPORT_MAX_MESSAGES = env_int("PARLEY_IMPORT_MAX_MESSAGES", 100_000)
+# Largest token count one imported message may report (usage beyond it is forged).
+PARLEY_IMPORT_MAX_USAGE_TOKENS = env_int("PARLEY_IMPORT_MAX_USAGE_TOKENS", 10_000_000)
 
 # --- Data governance ----------------------------------------------------------------------
 # Conversations with no activity for this many days are deleted (audited) by the beat task

@@ -73,6 +73,7 @@ def conversation_fork(*, conversation: Conversation, at_seq: int) -> Conversatio
                 usage=usage,
                 created_at=created_at,
                 provider_payload=provider_payload,
+                copied=True,
             )
             for (
                 seq,
@@ -169,6 +170,7 @@ def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
                 usage=m.usage,
                 created_at=m.created_at,
                 provider_payload=m.provider_payload,
+                copied=True,
             )
             for m in parsed.messages
         )

@@ -1,5 +1,6 @@
 """Retention purge (service, command, beat task), quotas, and the usage dashboard."""
 
+import json
 from datetime import timedelta
 from io import StringIO
 
@@ -9,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations import selectors, services, tasks
+from conversations import exchange, selectors, services, tasks
 from conversations.errors import QuotaExceeded
 from conversations.models import AuditEvent, Conversation, Message, Run
 from tests.admin.conftest import chat, client_for
@@ -198,3 +199,17 @@ def test_usage_dashboard_range_is_validated(moderator):
 def test_usage_dashboard_permissions(owner, plain_staff):
     assert client_for(owner).get(USAGE).status_code == 302
     assert client_for(plain_staff).get(USAGE).status_code == 403
+
+
+def test_imported_and_forked_messages_never_count_as_the_users_own_usage(moderator, owner):
+    original = chat(owner, turns=1)  # 2 messages, 15 tokens: spent here
+    forged = exchange.export_json(original)
+    forged["messages"][1]["usage"] = {"total_tokens": 9_000_000}
+    services.conversation_import(owner=owner, document=json.dumps(forged))
+    services.conversation_fork(conversation=original, at_seq=2)
+    response = client_for(moderator).get(USAGE)
+    assert response.status_code == 200
+    assert response.context["totals"] == {"messages": 2, "user_messages": 1, "tokens": 15}
+    # The copies keep their usage, so an export of them still says what it said.
+    copied = Message.objects.filter(copied=True, role="assistant")
+    assert sorted(m.usage["total_tokens"] for m in copied) == [15, 9_000_000]

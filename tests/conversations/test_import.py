@@ -163,6 +163,54 @@ CORRUPT_CASES = [
         {},
         id="nan-constant",
     ),
+    pytest.param(
+        _set("messages.3.usage", {"total_tokens": 10**12}),
+        {"$.messages[3].usage.total_tokens": "between 0 and 10000000"},
+        {},
+        id="usage-too-large",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"total_tokens": 2**63 - 1, "prompt_tokens": -1}),
+        {"$.messages[3].usage.total_tokens": "between", "$.messages[3].usage.prompt_tokens": ""},
+        {},
+        id="usage-overflow-and-negative",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"total_tokens": 1.5}),
+        {"$.messages[3].usage.total_tokens": "whole number"},
+        {},
+        id="usage-float",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"total_tokens": True}),
+        {"$.messages[3].usage.total_tokens": "whole number"},
+        {},
+        id="usage-bool",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"total_tokens": "12"}),
+        {"$.messages[3].usage.total_tokens": "whole number"},
+        {},
+        id="usage-string",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"cost_usd": 5}),
+        {"$.messages[3].usage.cost_usd": "not a usage field"},
+        {},
+        id="usage-unknown-key",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"prompt_tokens_details": {"cached_tokens": 10**9}}),
+        {"$.messages[3].usage.prompt_tokens_details.cached_tokens": "between"},
+        {},
+        id="usage-nested-too-large",
+    ),
+    pytest.param(
+        _set("messages.3.usage", [1, 2]),
+        {"$.messages[3].usage": ""},
+        {},
+        id="usage-not-object",
+    ),
     pytest.param(lambda d: [d], {"$": "must be an object"}, {}, id="top-level-list"),
     pytest.param(
         _set("format", "chatgpt.export"), {"$.format": "parley.conversation"}, {}, id="wrong-format"
@@ -292,7 +340,7 @@ CORRUPT_CASES = [
     # list of problems); SQLite stored them silently.
     pytest.param(
         _set("conversation.metadata", {"te\x00am": "ops"}),
-        {"$.conversation.metadata.'te\\x00am'": "NUL"},
+        {"$.conversation.metadata.te\\x00am": "NUL"},
         {},
         id="nul-in-metadata-key",
     ),
@@ -426,9 +474,23 @@ _json = st.recursive(
     max_leaves=6,
 )
 _extras = st.none() | st.dictionaries(_key, _json, max_size=3)
+# Usage as providers report it: the counts and their breakdowns, whole tokens.
+_tokens = st.none() | st.integers(min_value=0, max_value=10_000_000)
+_usage = st.none() | st.fixed_dictionaries(
+    {},
+    optional={
+        "prompt_tokens": _tokens,
+        "completion_tokens": _tokens,
+        "total_tokens": _tokens,
+        "prompt_tokens_details": st.dictionaries(st.sampled_from(["cached_tokens"]), _tokens),
+        "completion_tokens_details": st.dictionaries(
+            st.sampled_from(["reasoning_tokens", "audio_tokens"]), _tokens
+        ),
+    },
+)
 
 _user = st.tuples(st.just("user"), _nonblank)
-_assistant = st.tuples(st.just("assistant"), _text, _extras, _extras)
+_assistant = st.tuples(st.just("assistant"), _text, _usage, _extras)
 _event = st.tuples(st.just("event"), _nonblank)
 _draft_then_user = st.tuples(st.just("draft"), _text, _nonblank)
 _tool_group = st.tuples(
@@ -438,7 +500,7 @@ _tool_group = st.tuples(
         st.tuples(st.sampled_from(BUILTIN_TOOLS), _text, _text), min_size=1, max_size=3
     ),  # (name, arguments, result)
     st.none() | st.tuples(st.integers(min_value=0, max_value=2), _nonblank),  # event inside
-    _extras,
+    _usage,
 )
 _steps = st.lists(st.one_of(_user, _assistant, _event, _draft_then_user, _tool_group), max_size=8)
 _settings = st.fixed_dictionaries(
