@@ -12,7 +12,6 @@ only translates.
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +25,7 @@ from django.conf import settings
 from config.async_db import db_call
 from conversations import events, notifications, selectors, services
 from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
+from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation, Run
 
 log = logging.getLogger(__name__)
@@ -127,9 +127,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             limit = settings.PARLEY_WS_MAX_FRAME_BYTES
             raise FrameError("frame_too_large", f"frames are limited to {limit} bytes")
         try:
-            frame = json.loads(text_data)
-        except ValueError:
-            raise FrameError("invalid_json", "the frame is not valid JSON") from None
+            frame = json_parse(text_data)
+        except JsonInputError as exc:
+            raise FrameError("invalid_json", f"the frame is not acceptable JSON: {exc}") from None
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'")
         return frame

@@ -23,6 +23,7 @@ from pydantic import ValidationError as PydanticValidationError
 from conversations import validation
 from conversations.context import StoredMessage, history_units
 from conversations.errors import Problem, ValidationFailed
+from conversations.json_input import JsonInputError, is_too_deep, json_parse, json_problems
 from conversations.models import Conversation, Message
 
 FORMAT = "parley.conversation"
@@ -241,10 +242,6 @@ def _path(location: Iterable[int | str]) -> str:
     return path
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def parse_export(document: bytes | str) -> ParsedExport:
     """Validate an export document completely. Raise ValidationFailed with every problem."""
     try:
@@ -258,23 +255,25 @@ def parse_export(document: bytes | str) -> ParsedExport:
             [Problem("$", f"document is {len(raw)} bytes; the limit is {limit}")]
         )
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValidationFailed([Problem("$", f"not valid JSON: {exc}")]) from None
+        data = json_parse(raw, check=False)
+    except JsonInputError as exc:
+        raise ValidationFailed([Problem(exc.path, exc.message)]) from None
+    # Every unstorable text is reported with the rest; too deep a document goes no further.
+    unstorable = json_problems(data)
+    text_problems = [Problem(p.path, p.message) for p in unstorable]
+    if any(is_too_deep(problem) for problem in unstorable):
+        raise ValidationFailed(text_problems)
     if not isinstance(data, dict):
         raise ValidationFailed([Problem("$", "must be an object")])
     if data.get("format") != FORMAT:
         found = data.get("format")
-        raise ValidationFailed([Problem("$.format", f"must be {FORMAT!r}, got {found!r}")])
-    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
         raise ValidationFailed(
-            [
-                Problem(
-                    "$.version",
-                    f"unsupported version {data.get('version')!r}; this server reads {VERSION}",
-                )
-            ]
+            [*text_problems, Problem("$.format", f"must be {FORMAT!r}, got {found!r}")]
         )
+    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
+        version = data.get("version")
+        message = f"unsupported version {version!r}; this server reads {VERSION}"
+        raise ValidationFailed([*text_problems, Problem("$.version", message)])
     messages = data.get("messages")
     max_messages = settings.PARLEY_IMPORT_MAX_MESSAGES
     if isinstance(messages, list) and len(messages) > max_messages:
@@ -285,9 +284,14 @@ def parse_export(document: bytes | str) -> ParsedExport:
         parsed = ImportedDocument.model_validate_json(raw, strict=True)
     except PydanticValidationError as exc:
         raise ValidationFailed(
-            [Problem(_path(error["loc"]), error["msg"]) for error in exc.errors()]
+            text_problems + [Problem(_path(error["loc"]), error["msg"]) for error in exc.errors()]
         ) from None
-    problems = _conversation_problems(parsed.conversation) + _message_problems(parsed.messages)
+    problems = text_problems + [
+        problem
+        for problem in _conversation_problems(parsed.conversation)
+        + _message_problems(parsed.messages)
+        if problem not in text_problems
+    ]
     if problems:
         raise ValidationFailed(problems)
     return ParsedExport(conversation=parsed.conversation, messages=parsed.messages)

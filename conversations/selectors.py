@@ -20,6 +20,7 @@ from accounts.models import User
 from conversations import context
 from conversations.context import HistoryMessage
 from conversations.errors import Problem, ValidationFailed
+from conversations.json_input import json_parse
 from conversations.models import Conversation, Message, Run
 from conversations.search import SEARCH_CONFIG
 
@@ -55,7 +56,7 @@ def _encode_cursor(conversation: Conversation) -> str:
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        stamp, key = json.loads(base64.urlsafe_b64decode(padded))
+        stamp, key = json_parse(base64.urlsafe_b64decode(padded), max_depth=2)
         when = datetime.fromisoformat(stamp)
         if when.tzinfo is None:
             raise ValueError("naive time")

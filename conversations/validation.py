@@ -32,6 +32,29 @@ def text_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
     return []
 
 
+def storable_text(text: str) -> str:
+    """Text from a model or a tool, which cannot be refused, made storable: a valid
+    surrogate pair becomes its character, a lone surrogate and a NUL become U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def storable_json(value: Any) -> Any:
+    """storable_text for every string of a JSON value, keys included."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable_json(item) for item in value]
+    return value
+
+
 def title_problems(value: Any, *, path: str = "$.title") -> list[Problem]:
     return text_problems(value, path=path, max_chars=TITLE_MAX)
 

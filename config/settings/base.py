@@ -198,7 +198,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["conversations.api.parsers.StrictJSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["conversations.api.throttles.UserThrottle"],
     "EXCEPTION_HANDLER": "conversations.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -235,6 +235,8 @@ SPECTACULAR_SETTINGS = {
 PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
 # Requests that make the model work (messages, chat, stateless chat) have their own budget.
 PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
+# Deepest nesting accepted in any JSON from outside (bodies, frames, imports, state).
+PARLEY_JSON_MAX_DEPTH = env_int("PARLEY_JSON_MAX_DEPTH", 64)
 # Largest request body outside import (which has PARLEY_IMPORT_MAX_BYTES).
 PARLEY_API_MAX_BODY_BYTES = env_int("PARLEY_API_MAX_BODY_BYTES", 1024 * 1024)
 # Search ranks at most this many of the newest matches (bounds the cost of common words).

@@ -35,6 +35,15 @@ class ApiView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
+        for name, value in request.query_params.items():
+            # Query text reaches database lookups, and no database matches a NUL.
+            if "\x00" in value or "\x00" in name:
+                raise ApiError(
+                    400,
+                    "invalid",
+                    "Query parameters must not contain NUL characters.",
+                    {"problems": [{"path": "$.query", "message": "contains a NUL character"}]},
+                )
         limit = self.body_limit()
         if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
             raise ApiError(

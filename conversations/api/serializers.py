@@ -7,22 +7,30 @@ from typing import Any
 from rest_framework import serializers
 
 from conversations import validation
+from conversations.api.strict import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictIntegerField,
+    StrictSerializer,
+    StrictUUIDField,
+)
 from conversations.models import MessageKind, MessageRole, RunStatus
 
 
-def _text(**kwargs: Any) -> serializers.CharField:
+def _text(**kwargs: Any) -> StrictCharField:
     """A string kept exactly as sent (DRF would strip it by default)."""
-    return serializers.CharField(trim_whitespace=False, **kwargs)
+    return StrictCharField(trim_whitespace=False, **kwargs)
 
 
 # --- input -----------------------------------------------------------------------------
 
 
-class ConversationIn(serializers.Serializer):
+class ConversationIn(StrictSerializer):
     title = _text(required=False, allow_blank=True, max_length=validation.TITLE_MAX)
     system_prompt = _text(required=False, allow_blank=True)
     model = _text(required=False, allow_blank=True, max_length=validation.MODEL_MAX)
-    tools = serializers.ListField(child=serializers.CharField(), required=False)
+    tools = serializers.ListField(child=StrictCharField(), required=False)
     metadata = serializers.DictField(
         child=_text(allow_blank=True, max_length=validation.METADATA_VALUE_MAX),
         required=False,
@@ -32,10 +40,10 @@ class ConversationIn(serializers.Serializer):
 
 
 class ConversationUpdateIn(ConversationIn):
-    archived = serializers.BooleanField(required=False)
+    archived = StrictBooleanField(required=False)
 
 
-class ContentIn(serializers.Serializer):
+class ContentIn(StrictSerializer):
     content = _text(help_text="The message text (Markdown).")
 
 
@@ -45,30 +53,30 @@ class MessageIn(ContentIn):
     )
 
 
-class DraftIn(serializers.Serializer):
+class DraftIn(StrictSerializer):
     draft = _text(allow_blank=True)
 
 
-class ForkIn(serializers.Serializer):
-    at_seq = serializers.IntegerField(min_value=1, help_text="Copy messages 1..at_seq.")
+class ForkIn(StrictSerializer):
+    at_seq = StrictIntegerField(min_value=1, help_text="Copy messages 1..at_seq.")
 
 
-class ChatIn(serializers.Serializer):
+class ChatIn(StrictSerializer):
     message = _text()
-    conversation_id = serializers.UUIDField(
+    conversation_id = StrictUUIDField(
         required=False,
         allow_null=True,
         help_text="Omit to start a new conversation; pass the returned id to continue it.",
     )
 
 
-class StatelessMessageIn(serializers.Serializer):
-    role = serializers.ChoiceField(choices=["system", "user", "assistant"])
+class StatelessMessageIn(StrictSerializer):
+    role = StrictChoiceField(choices=["system", "user", "assistant"])
     content = _text(allow_blank=True)
 
 
-class StatelessChatIn(serializers.Serializer):
-    state = serializers.CharField(
+class StatelessChatIn(StrictSerializer):
+    state = StrictCharField(
         required=False,
         allow_blank=True,
         allow_null=True,
@@ -83,8 +91,8 @@ class StatelessChatIn(serializers.Serializer):
         return value
 
 
-class ApiKeyIn(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+class ApiKeyIn(StrictSerializer):
+    name = StrictCharField(max_length=100)
 
 
 # --- output ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from conversations.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
+from conversations.validation import storable_json, storable_text
 
 logger = logging.getLogger(__name__)
 
@@ -219,12 +220,19 @@ def _usage_event(usage: dict[str, Any]) -> UsageReported:
         if value is not None and key not in _USAGE_TOTALS
     }
     return UsageReported(
-        prompt_tokens=usage.get("prompt_tokens") or 0,
-        completion_tokens=usage.get("completion_tokens") or 0,
-        total_tokens=usage.get("total_tokens") or 0,
-        details=details,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        total_tokens=_count(usage.get("total_tokens")),
+        details=storable_json(details),
     )
 
 
 def _text(value: object) -> str | None:  # a field of another type counts as absent
-    return value if isinstance(value, str) and value else None
+    # What the provider sends cannot be refused, so it is made storable on arrival: the
+    # events and the stored message then hold the same text.
+    return storable_text(value) if isinstance(value, str) and value else None
+
+
+def _count(value: object) -> int:
+    """A token count as reported, or 0 when it is not a whole, non-negative number."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

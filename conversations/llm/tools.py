@@ -33,7 +33,7 @@ from django.db import connections, transaction
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import to_jsonable_python
 
-from conversations.validation import type_name
+from conversations.validation import storable_text, type_name
 
 if TYPE_CHECKING:
     from accounts.models import User
@@ -230,8 +230,7 @@ def _error(message: str) -> ToolResult:
 
 def _clean(text: str) -> str:
     """Text every database can store: no NUL, no lone surrogates, bounded length."""
-    text = text.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
-    return _truncate(text, max_chars=settings.PARLEY_TOOL_OUTPUT_MAX_CHARS)
+    return _truncate(storable_text(text), max_chars=settings.PARLEY_TOOL_OUTPUT_MAX_CHARS)
 
 
 def _truncate(text: str, *, max_chars: int) -> str:

@@ -212,4 +212,4 @@ def test_imported_and_forked_messages_never_count_as_the_users_own_usage(moderat
     assert response.context["totals"] == {"messages": 2, "user_messages": 1, "tokens": 15}
     # The copies keep their usage, so an export of them still says what it said.
     copied = Message.objects.filter(copied=True, role="assistant")
-    assert sorted(m.usage["total_tokens"] for m in copied) == [15, 9_000_000]
+    assert sorted((m.usage or {})["total_tokens"] for m in copied) == [15, 9_000_000]

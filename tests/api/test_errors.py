@@ -41,10 +41,10 @@ def test_validation_errors_list_every_problem_with_its_path(api):
     assert paths == {"$.title", "$.tools", "$.metadata"}
 
 
-def test_malformed_json_is_a_parse_error(api):
+def test_malformed_json_is_invalid_json(api):
     response = api.post("/api/v1/conversations/", "{", content_type="application/json")
     assert response.status_code == 400
-    assert error_of(response)["code"] == "parse_error"
+    assert error_of(response)["code"] == "invalid_json"
 
 
 def test_a_form_body_is_415(api):

@@ -171,6 +171,14 @@ async def test_a_revoked_api_key_gets_4401(conversation, owner):
         ('{"type": "subscribe", "run_id": "x", "after": -5}', "invalid_frame"),
         ('{"type": "draft.update"}', "invalid_frame"),
         ('{"type": "run.cancel"}', "no_active_run"),
+        # Frames that used to close the socket with 1011.
+        ('{"type": "ping", "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "invalid_json"),
+        ('{"type": "message.create", "content": "hi", "client_id": "\\ud800"}', "invalid_json"),
+        ('{"type": "message.create", "content": "a\\u0000b"}', "invalid_json"),
+        ('{"type": "draft.update", "draft": "\\udfff"}', "invalid_json"),
+        ('{"type": "subscribe", "run_id": "x", "after": 1e400}', "invalid_json"),
+        ('{"type": "subscribe", "run_id": "x", "after": NaN}', "invalid_json"),
+        ('{"\\ud800": 1, "type": "ping"}', "invalid_json"),
     ],
 )
 async def test_a_bad_frame_gets_an_error_and_the_socket_stays_open(

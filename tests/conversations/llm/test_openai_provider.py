@@ -562,3 +562,61 @@ def test_a_transport_error_before_the_first_event_is_retried() -> None:
     assert caught.code == "connection_error"
     assert "connect" in caught.message  # nothing reached the caller
     assert len(requests) == 3  # the first try and two retries
+
+
+# --- text that cannot be stored ----------------------------------------------------------
+
+
+def test_unstorable_text_from_the_provider_is_repaired_on_arrival(fake_openai: FakeOpenAI) -> None:
+    # On the wire these are JSON escapes: valid JSON, but not text a database can hold.
+    fake_openai.push(Script(text=["lone \ud800 here", " and NUL\x00", " pair \ud83d\ude00"]))
+
+    events, message = run(provider_for(fake_openai))
+
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert deltas == ["lone \ufffd here", " and NUL\ufffd", " pair 😀"]
+    assert message.text == "lone \ufffd here and NUL\ufffd pair 😀"
+    message.text.encode("utf-8")  # storable
+
+
+def test_tool_names_ids_arguments_and_usage_from_the_provider_are_repaired() -> None:
+    translator = ChunkTranslator()
+    events: list[StreamEvent] = []
+    for piece in (
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call\x00\udc00",
+                                "function": {"name": "calc\ud800", "arguments": '{"a": "\udfff"}'},
+                            }
+                        ]
+                    },
+                    "finish_reason": "tool_calls\x00",
+                }
+            ]
+        },
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": "12",
+                "completion_tokens": -3,
+                "total_tokens": True,
+                "prompt_tokens_details": {"cached\ud800": "x\x00"},
+            },
+        },
+    ):
+        events += translator.feed(piece)
+    events += translator.finish()
+    for event in events:
+        for value in vars(event).values():
+            assert "\x00" not in repr(value)
+            str(value).encode("utf-8")
+    assert events[0] == ToolCallStarted(index=0, call_id="call\ufffd\ufffd", name="calc\ufffd")
+    usage = next(e for e in events if isinstance(e, UsageReported))
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (0, 0, 0)
+    assert usage.details == {"prompt_tokens_details": {"cached\ufffd": "x\ufffd"}}
