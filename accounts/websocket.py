@@ -14,7 +14,8 @@ from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.http.request import validate_host
+from django.http.request import split_domain_port, validate_host
+from django.utils.http import is_same_domain
 
 from accounts.selectors import user_for_authorization
 from config.async_db import db_call
@@ -29,17 +30,49 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def origin_allowed(origin: str | None) -> bool:
-    if not origin:
+def origin_allowed(origin: str | None, scope: Scope) -> bool:
+    """The check Django's CSRF protection makes of an Origin header, for a socket: the
+    page's own origin (scheme, host and port of this request, the host one of
+    ALLOWED_HOSTS) or one of CSRF_TRUSTED_ORIGINS (`https://*.example.com` included)."""
+    if not origin or origin == "null":
         return False
-    parts = urlsplit(origin)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
+    own = _own_origin(scope)
+    if own is not None and origin == own:
+        return True
     if origin in settings.CSRF_TRUSTED_ORIGINS:
         return True
-    # urlsplit drops an IPv6 literal's brackets, which ALLOWED_HOSTS spells with them.
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return validate_host(host, settings.ALLOWED_HOSTS)
+    parts = urlsplit(origin)
+    try:
+        netloc = parts.netloc.lower()
+    except ValueError:
+        return False
+    for trusted in settings.CSRF_TRUSTED_ORIGINS:
+        allowed = urlsplit(trusted)
+        wildcard = "*" in allowed.netloc and allowed.scheme == parts.scheme
+        if wildcard and is_same_domain(netloc, allowed.netloc.lstrip("*")):
+            return True
+    return False
+
+
+def _own_origin(scope: Scope) -> str | None:
+    """`scheme://host[:port]` of the page that may open this socket, from the Host header
+    (refused unless it is one of ALLOWED_HOSTS, as Django's request.get_host does)."""
+    host = _header(scope, b"host")
+    if not host:
+        return None
+    domain, _port = split_domain_port(host)
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return None
+    secure = scope.get("scheme") in ("wss", "https")
+    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy_header:
+        # Behind a proxy that ends TLS, as Django's request.is_secure() trusts it.
+        name, value = proxy_header
+        wire_name = name.removeprefix("HTTP_").replace("_", "-").lower().encode()
+        forwarded = _header(scope, wire_name)
+        if forwarded is not None:
+            secure = forwarded.split(",")[0].strip() == value
+    return f"{'https' if secure else 'http'}://{host}"
 
 
 @db_call
@@ -65,6 +98,6 @@ class WebsocketAuthMiddleware:
             return await self.inner(
                 {**scope, "user": AnonymousUser(), "auth": "none"}, receive, send
             )
-        if not origin_allowed(origin):
+        if not origin_allowed(origin, scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.session_stack({**scope, "auth": "session"}, receive, send)

@@ -20,6 +20,7 @@ from conversations.payloads import run_payload
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
 ORIGIN = (b"origin", b"http://localhost:8000")
+HOST = (b"host", b"localhost:8000")
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +53,7 @@ def socket(
 
 async def connect_as(user, conversation_id, *, query: str = "") -> WebsocketCommunicator:
     cookie = await sync_to_async(session_cookie)(user)
-    ws = socket(conversation_id, ORIGIN, (b"cookie", cookie), query=query)
+    ws = socket(conversation_id, ORIGIN, HOST, (b"cookie", cookie), query=query)
     connected, _ = await ws.connect()
     assert connected
     hello = await ws.receive_json_from(timeout=5)
@@ -81,18 +82,18 @@ async def assert_closed_with(ws, code: int) -> None:
 
 
 async def test_anonymous_socket_is_closed_4401(conversation):
-    await assert_closed_with(socket(conversation.pk, ORIGIN), 4401)
+    await assert_closed_with(socket(conversation.pk, ORIGIN, HOST), 4401)
 
 
 async def test_another_users_conversation_is_closed_4404(conversation, outsider):
     cookie = await sync_to_async(session_cookie)(outsider)
-    await assert_closed_with(socket(conversation.pk, ORIGIN, (b"cookie", cookie)), 4404)
+    await assert_closed_with(socket(conversation.pk, ORIGIN, HOST, (b"cookie", cookie)), 4404)
 
 
 async def test_unknown_conversation_is_closed_4404(owner):
     cookie = await sync_to_async(session_cookie)(owner)
     unknown = "00000000-0000-4000-8000-000000000000"
-    await assert_closed_with(socket(unknown, ORIGIN, (b"cookie", cookie)), 4404)
+    await assert_closed_with(socket(unknown, ORIGIN, HOST, (b"cookie", cookie)), 4404)
 
 
 @pytest.mark.parametrize("origin", [b"https://evil.example", b"null"], ids=["foreign", "null"])
@@ -113,21 +114,63 @@ async def test_a_program_without_credentials_is_closed_4401(conversation):
 
 
 @pytest.mark.parametrize(
-    ("origin", "allowed"),
+    ("origin", "host", "scheme", "allowed"),
     [
-        ("http://localhost:8000", True),
-        ("http://127.0.0.1:8000", True),
-        ("http://[::1]:8000", True),
-        ("https://evil.example", False),
-        ("http://localhost.evil.example", False),
-        ("null", False),
-        ("javascript://localhost", False),
-        ("", False),
+        ("http://localhost:8000", "localhost:8000", "ws", True),
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", "ws", True),
+        ("http://[::1]:8000", "[::1]:8000", "ws", True),
+        ("https://localhost", "localhost", "wss", True),
+        # Same host, another port or scheme: another origin, as CSRF sees it.
+        ("http://127.0.0.1:9999", "127.0.0.1:8000", "ws", False),
+        ("http://localhost:3000", "localhost:8000", "ws", False),
+        ("http://localhost", "localhost", "wss", False),
+        ("https://localhost:8000", "localhost:8000", "ws", False),
+        # The Host itself must be allowed.
+        ("http://evil.example", "evil.example", "ws", False),
+        ("https://evil.example", "localhost:8000", "ws", False),
+        ("http://localhost.evil.example", "localhost:8000", "ws", False),
+        ("null", "localhost:8000", "ws", False),
+        ("javascript://localhost", "localhost:8000", "ws", False),
+        ("", "localhost:8000", "ws", False),
+        ("http://localhost:8000", "", "ws", False),
     ],
 )
-def test_origins_are_checked_against_allowed_hosts(settings, origin, allowed):
+def test_origins_are_compared_as_csrf_does(settings, origin, host, scheme, allowed):
     settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
-    assert origin_allowed(origin) is allowed
+    settings.CSRF_TRUSTED_ORIGINS = []
+    scope = {"scheme": scheme, "headers": [(b"host", host.encode())]}
+    assert origin_allowed(origin, scope) is allowed
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("https://chat.example.org", True),
+        ("https://a.apps.example.org", True),
+        ("http://a.apps.example.org", False),
+        ("https://apps.example.org.evil.example", False),
+        ("http://chat.example.org", False),
+    ],
+)
+def test_trusted_origins_and_their_wildcards(settings, origin, allowed):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.org", "https://*.apps.example.org"]
+    scope = {"scheme": "ws", "headers": [(b"host", b"localhost:8000")]}
+    assert origin_allowed(origin, scope) is allowed
+
+
+def test_behind_a_tls_proxy_the_forwarded_scheme_counts(settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    headers = [(b"host", b"localhost"), (b"x-forwarded-proto", b"https")]
+    assert origin_allowed("https://localhost", {"scheme": "ws", "headers": headers})
+    assert not origin_allowed("http://localhost", {"scheme": "ws", "headers": headers})
+
+
+@pytest.mark.parametrize("origin", [b"http://localhost:3000", b"https://localhost:8000"])
+async def test_a_cookie_socket_from_another_port_or_scheme_is_refused(conversation, owner, origin):
+    cookie = await sync_to_async(session_cookie)(owner)
+    ws = socket(conversation.pk, (b"cookie", cookie), (b"origin", origin), HOST)
+    connected, _ = await ws.connect()
+    assert connected is False
 
 
 async def test_an_api_key_socket_needs_no_origin(conversation, owner):
