@@ -15,9 +15,9 @@ def api_key_for_secret(*, secret: str) -> ApiKey | None:
     )
 
 
-def user_for_authorization(*, header: str) -> User | None:
-    """The active owner of the key in `Authorization: Bearer <key>`, recording its use;
-    None for anything else (other schemes, malformed, unknown or revoked keys)."""
+def api_key_for_authorization(*, header: str) -> ApiKey | None:
+    """The active key in `Authorization: Bearer <key>` of an active owner, recording its
+    use; None for anything else (other schemes, malformed, unknown or revoked keys)."""
     scheme, _, secret = header.partition(" ")
     secret = secret.strip()
     if scheme.lower() != "bearer" or not secret.startswith(f"{KEY_PREFIX}_") or " " in secret:
@@ -26,7 +26,13 @@ def user_for_authorization(*, header: str) -> User | None:
     if api_key is None or not api_key.owner.is_active:
         return None
     api_key_mark_used(api_key=api_key)
-    return api_key.owner
+    return api_key
+
+
+def user_for_authorization(*, header: str) -> User | None:
+    """The owner of the key in `Authorization: Bearer <key>` (see above), or None."""
+    api_key = api_key_for_authorization(header=header)
+    return api_key.owner if api_key is not None else None
 
 
 def api_key_list(*, owner: User) -> list[ApiKey]:

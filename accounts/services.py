@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiKey, IdempotencyRecord, User
+from accounts.sockets import user_sockets_recheck
 
 KEY_PREFIX = "prl"
 # Recording every request's use would turn each API read into a write; a minute is
@@ -52,8 +53,14 @@ def api_key_mark_used(*, api_key: ApiKey) -> None:
 
 
 def api_keys_revoke(*, queryset: QuerySet[ApiKey]) -> int:
-    """Revoke every still-active key of the selection in one UPDATE; returns how many."""
-    return queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+    """Revoke every still-active key of the selection in one UPDATE; returns how many.
+    Sockets the keys opened close (an UPDATE sends no save signal, so this asks them)."""
+    active = queryset.filter(revoked_at__isnull=True)
+    owners = set(active.values_list("owner_id", flat=True))
+    revoked = active.update(revoked_at=timezone.now())
+    for owner_id in owners:
+        user_sockets_recheck(user_id=owner_id)
+    return revoked
 
 
 # --- Idempotency-Key -------------------------------------------------------------------

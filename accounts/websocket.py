@@ -17,7 +17,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
-from accounts.selectors import user_for_authorization
+from accounts.selectors import api_key_for_authorization
 from config.async_db import db_call
 
 Scope = dict[str, Any]
@@ -76,8 +76,13 @@ def _own_origin(scope: Scope) -> str | None:
 
 
 @db_call
-def _user_for_key(header: str) -> Any:
-    return user_for_authorization(header=header) or AnonymousUser()
+def _key_auth(header: str) -> dict[str, Any]:
+    """The scope entries of a key socket: its user, and the key, so that the socket can
+    follow the key's revocation."""
+    api_key = api_key_for_authorization(header=header)
+    if api_key is None:
+        return {"user": AnonymousUser(), "api_key_id": None}
+    return {"user": api_key.owner, "api_key_id": api_key.pk}
 
 
 class WebsocketAuthMiddleware:
@@ -89,7 +94,7 @@ class WebsocketAuthMiddleware:
         authorization = _header(scope, b"authorization")
         if authorization:
             # A program with a key: no cookie is consulted, so no Origin is needed.
-            scope = {**scope, "user": await _user_for_key(authorization), "auth": "api_key"}
+            scope = {**scope, **await _key_auth(authorization), "auth": "api_key"}
             return await self.inner(scope, receive, send)
         origin = _header(scope, b"origin")
         if origin is None:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -22,6 +23,7 @@ import redis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from accounts.sockets import socket_credential_valid, user_sockets_group
 from config.async_db import db_call
 from conversations import events, notifications, selectors, services
 from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
@@ -62,6 +64,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
     conversation: Conversation | None = None
     follower: asyncio.Task[None] | None = None
     following: str | None = None
+    credential: "Credential | None" = None
 
     # --- connection ------------------------------------------------------------------
 
@@ -79,6 +82,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             return
         self.group = notifications.group_name(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # Follow the credential: its revocation closes this socket (accounts.sockets).
+        self.credential = _credential(self.scope)
+        self.user_group = user_sockets_group(user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         active = await _active_run(self.conversation)
         await self.send_json(
             {
@@ -103,6 +110,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         await self._unfollow()
         if self.conversation is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
 
     # --- client frames ---------------------------------------------------------------
 
@@ -113,6 +121,11 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             if handler is None:
                 known = ", ".join(self._handlers())
                 raise FrameError("unknown_type", f"unknown frame type; use one of: {known}")
+            # A notice of revocation may be lost: a frame that reads or writes anything
+            # checks the credential itself first.
+            if frame["type"] != "ping" and not await _credential_valid(self.credential):
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
             await handler(frame)
         except FrameError as exc:
             await self._send_error(exc)
@@ -243,6 +256,18 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             }
         )
 
+    # --- credential notices (channel layer, accounts.sockets) ----------------------------
+
+    async def auth_recheck(self, message: dict[str, Any]) -> None:
+        if self.credential is None:
+            return
+        ended = message.get("ended_session") or ""
+        if (ended and ended == self.credential.session_key) or not await _credential_valid(
+            self.credential
+        ):
+            await self._unfollow()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+
     # --- conversation notifications (channel layer) -----------------------------------
 
     async def conversation_notify(self, message: dict[str, Any]) -> None:
@@ -271,7 +296,36 @@ def _resume_point(scope: dict[str, Any]) -> tuple[str, int | None] | None:
     return run_id, after if after is not None and after >= -1 else None
 
 
+@dataclass(frozen=True)
+class Credential:
+    """What opened a socket: a key, or a session."""
+
+    user_id: int
+    api_key_id: UUID | None
+    session_key: str | None
+
+
+def _credential(scope: dict[str, Any]) -> Credential:
+    session = scope.get("session") if scope.get("auth") == "session" else None
+    return Credential(
+        user_id=scope["user"].pk,
+        api_key_id=scope.get("api_key_id") if scope.get("auth") == "api_key" else None,
+        session_key=getattr(session, "session_key", None),
+    )
+
+
 # --- database access (sync ORM, off the event loop) ----------------------------------------
+
+
+@db_call
+def _credential_valid(credential: Credential | None) -> bool:
+    if credential is None:  # the connection was refused
+        return False
+    return socket_credential_valid(
+        user_id=credential.user_id,
+        api_key_id=credential.api_key_id,
+        session_key=credential.session_key,
+    )
 
 
 @db_call

@@ -1,0 +1,35 @@
+"""Receivers that only hand over to accounts.sockets: Django announces log-outs and
+user saves as signals, and every path (views, admin, shell, management commands) sends
+them."""
+
+from typing import Any
+
+from django.contrib.auth.signals import user_logged_out
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+from django.http import HttpRequest
+
+from accounts.models import ApiKey, User
+from accounts.sockets import user_sockets_recheck
+
+
+@receiver(user_logged_out)
+def _logged_out(sender: Any, request: HttpRequest, user: User | None, **kwargs: Any) -> None:
+    if user is not None:
+        session = getattr(request, "session", None)
+        user_sockets_recheck(
+            user_id=user.pk, ended_session=getattr(session, "session_key", "") or ""
+        )
+
+
+@receiver(post_save, sender=User)
+@receiver(post_delete, sender=User)
+def _user_changed(sender: Any, instance: User, **kwargs: Any) -> None:
+    # A password, an active flag or the user itself may have gone: the sockets check.
+    user_sockets_recheck(user_id=instance.pk)
+
+
+@receiver(post_save, sender=ApiKey)
+@receiver(post_delete, sender=ApiKey)
+def _key_changed(sender: Any, instance: ApiKey, **kwargs: Any) -> None:
+    user_sockets_recheck(user_id=instance.owner_id)
