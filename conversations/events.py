@@ -116,6 +116,10 @@ def _xread_entries(response: Any) -> list[Any]:
     return list(entries)
 
 
+def _entry_number(entry_id: str) -> int:
+    return int(entry_id.split("-", 1)[0])
+
+
 @dataclass
 class _Cursor:
     """Where a reader stands: the id of the last entry delivered (or skipped), and its clock."""
@@ -144,6 +148,16 @@ class _Cursor:
             return self.block_ms
         left = self.deadline - time.monotonic()
         return 0 if left <= 0 else max(1, min(self.block_ms, math.ceil(left * 1000)))
+
+    def end_if_past(self, last: list[Any] | None) -> None:
+        """After the replay: a log that already ended, at or before the reader's position
+        (`after` beyond the terminal event), has nothing more to give; waiting would
+        block forever."""
+        if not last or json.loads(_raw(last[0]))["type"] not in TERMINAL_TYPES:
+            return
+        # Only when that end is not new since the replay: then XREAD delivers it.
+        if _entry_number(_text(last[0][0])) <= _entry_number(self.last_id):
+            self.done = True
 
     def take(self, entries: Iterable[Any] | None) -> list[Event]:
         """The new events of a page, up to and including a terminal one."""
@@ -182,6 +196,8 @@ def events_read(
         yield from cursor.take(page)
         if len(page) < PAGE:
             break
+    if not cursor.done:
+        cursor.end_if_past(client.xrevrange(key, count=1))
     while not cursor.done and (wait := cursor.wait_ms()):
         response = client.xread({key: cursor.last_id}, count=PAGE, block=wait)
         yield from cursor.take(_xread_entries(response))
@@ -205,6 +221,8 @@ async def events_follow(
                 yield event
             if len(page) < PAGE:
                 break
+        if not cursor.done:
+            cursor.end_if_past(await client.xrevrange(key, count=1))
         while not cursor.done and (wait := cursor.wait_ms()):
             response = await client.xread({key: cursor.last_id}, count=PAGE, block=wait)
             for event in cursor.take(_xread_entries(response)):

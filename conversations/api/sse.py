@@ -15,6 +15,7 @@ from uuid import UUID
 
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
 
 from accounts.selectors import user_for_authorization
 from config.async_db import db_call
@@ -90,9 +91,16 @@ async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
         yield ": keep-alive\n\n" if event is None else sse_format(event)
 
 
+# Only GET does anything; exempt from CSRF so that a POST with a session cookie gets the
+# API's JSON 405 rather than the HTML page of a CSRF refusal.
+@csrf_exempt
 async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
-    if request.method != "GET":
-        return _error(405, "method_not_allowed", "Use GET.")
+    if request.method not in ("GET", "HEAD"):
+        response = _error(
+            405, "method_not_allowed", f"Method {request.method} not allowed; use GET."
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
     user = await _user(request)
     if user is None:
         return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")

@@ -11,6 +11,7 @@ from conversations.errors import Problem
 from conversations.models import Conversation, default_tools
 from conversations.services.common import UNSET, raise_if
 from conversations.services.quotas import conversation_quota_check
+from conversations.services.runs import runs_end_with_conversations
 
 
 def conversation_create(
@@ -107,5 +108,6 @@ def conversation_delete(*, conversation: Conversation) -> None:
     """
     conversation_id = conversation.pk
     with transaction.atomic():
+        runs_end_with_conversations(conversation_ids=[conversation_id])
         conversation.delete()
         notifications.notify(conversation_id, notifications.DELETED)

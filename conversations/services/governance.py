@@ -21,6 +21,7 @@ from conversations import notifications
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import AuditEvent, Conversation, Run
 from conversations.services.audit import audit_record_many
+from conversations.services.runs import runs_end_with_conversations
 
 PAGE = 500
 FLAG_REASON_MAX = 2000
@@ -99,6 +100,7 @@ def conversations_export_record(
 def _page_delete(page: list[tuple[UUID, int]]) -> None:
     """Delete one page of conversations: a DELETE per table, detaching forks of them."""
     ids = [pk for pk, _ in page]
+    runs_end_with_conversations(conversation_ids=ids)
     Conversation.objects.filter(pk__in=ids).delete()
     for pk in ids:
         notifications.notify(pk, notifications.DELETED)

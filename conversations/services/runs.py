@@ -1,5 +1,9 @@
 """Starting and cancelling runs. The tool loop itself lives in conversations/runner.py."""
 
+import logging
+from collections.abc import Iterable
+from uuid import UUID
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -10,6 +14,8 @@ from conversations.errors import Conflict, Problem, ValidationFailed
 from conversations.models import Conversation, Message, Run
 from conversations.payloads import run_payload
 from conversations.services.messages import user_message_append
+
+log = logging.getLogger(__name__)
 
 RUN_ACTIVE_MESSAGE = (
     "A reply is still being generated in this conversation; wait for it or cancel it."
@@ -118,3 +124,28 @@ def run_ended_announce(run: Run) -> None:
     transaction.on_commit(
         lambda: events.EventWriter.open(str(run.id)).emit(f"run.{run.status}", run=payload)
     )
+
+
+def runs_end_with_conversations(*, conversation_ids: Iterable[UUID]) -> None:
+    """Inside a transaction that deletes these conversations: once it commits, each run
+    that was still active gets its terminal event (`run.cancelled`), so whoever follows
+    it (SSE, another socket, `POST chat/`) finishes instead of waiting for a worker that
+    will find nothing to do. Its worker stops at its next lease renewal."""
+    now = timezone.now()
+    ended = []
+    for run in Run.objects.filter(
+        conversation_id__in=list(conversation_ids), status__in=Run.ACTIVE_STATUSES
+    ):
+        run.status = Run.Status.CANCELLED
+        run.finished_at = run.cancel_requested_at = now
+        ended.append((str(run.pk), run_payload(run)))
+
+    def announce() -> None:
+        for run_id, payload in ended:
+            try:
+                events.event_log_ensure_terminal(run_id, {"type": "run.cancelled", "run": payload})
+            except Exception:
+                log.warning("run %s: could not end its event log", run_id, exc_info=True)
+
+    if ended:
+        transaction.on_commit(announce)

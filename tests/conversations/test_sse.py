@@ -246,3 +246,80 @@ async def test_no_heartbeat_while_items_keep_coming():
     got = [item async for item in with_heartbeats(quick_source(), interval=5)]
 
     assert got == [{"sequence_number": n} for n in range(3)]
+
+
+# --- ends that never came -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beyond", [0, 1, 500])
+async def test_after_at_or_past_the_terminal_event_answers_at_once(conversation, owner, beyond):
+    run, log = await sync_to_async(finished_run)(conversation)
+    after = log[-1]["sequence_number"] + beyond
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/", {"after": after})
+    assert await asyncio.wait_for(sse_events(response), timeout=2) == []
+
+
+async def test_a_reader_past_the_end_of_a_live_run_still_gets_what_comes(conversation, owner):
+    def live_run() -> Run:
+        run = Run.objects.create(conversation=conversation, status="in_progress")
+        events.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
+        return run
+
+    run = await sync_to_async(live_run)()
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/", {"after": 0})
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.3)
+    assert not reading.done()
+
+    def finish() -> None:
+        writer = events.EventWriter(str(run.pk), next_sequence=1)
+        writer.emit("run.completed", run=run_payload(run))
+
+    await sync_to_async(finish)()
+    got = await asyncio.wait_for(reading, timeout=5)
+    assert [event["type"] for event in got] == ["run.completed"]
+
+
+@pytest.mark.parametrize("how", ["owner", "admin", "user"])
+async def test_deleting_the_conversation_ends_its_followers(conversation, owner, how):
+    def live_run() -> Run:
+        run = Run.objects.create(conversation=conversation, status="in_progress")
+        events.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
+        return run
+
+    run = await sync_to_async(live_run)()
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.3)
+
+    def delete() -> None:
+        from conversations import services
+        from conversations.models import Conversation
+
+        if how == "owner":
+            services.conversation_delete(conversation=conversation)
+        elif how == "admin":
+            services.conversations_delete(
+                actor=None, queryset=Conversation.objects.filter(pk=conversation.pk)
+            )
+        else:
+            services.user_delete(actor=None, user=owner)
+
+    await sync_to_async(delete)()
+    got = await asyncio.wait_for(reading, timeout=2)
+    assert [event["type"] for event in got] == ["run.created", "run.cancelled"]
+    assert got[-1]["run"]["status"] == "cancelled"
+
+
+async def test_a_post_gets_the_apis_json_405_even_with_a_session(conversation, owner):
+    run, _ = await sync_to_async(finished_run)(conversation)
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(owner)
+    for method in (client.post, client.put, client.delete):
+        response = await method(f"/api/v1/runs/{run.pk}/events/")
+        assert response.status_code == 405
+        assert response["Allow"] == "GET, HEAD"
+        assert (await error_of(response))["code"] == "method_not_allowed"
