@@ -96,11 +96,11 @@ async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
 @csrf_exempt
 async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     if request.method not in ("GET", "HEAD"):
-        response = _error(
+        refusal = _error(
             405, "method_not_allowed", f"Method {request.method} not allowed; use GET."
         )
-        response["Allow"] = "GET, HEAD"
-        return response
+        refusal["Allow"] = "GET, HEAD"
+        return refusal
     user = await _user(request)
     if user is None:
         return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")
