@@ -1,38 +1,47 @@
-"""Stateless chat (seed 000's ChatWithState): the history travels with the client.
+"""Stateless chat: the history travels with the client.
 
 The caller sends `{state?, system?, messages}` and gets `{reply, state, state_reset?}`.
 Nothing is stored server-side. The state string is opaque to clients:
 
-    Signer(salt).sign(base64url(zlib(JSON {"version", "provider", "messages"})))
+    Fernet(key from SECRET_KEY).encrypt(zlib(JSON {"version", "provider", "user", "messages"}))
 
 - Leading system messages (the `system` field and the system messages before the first
   other message) are the preamble: sent first on every call, never put in the state.
 - System messages after the first non-system message are context events: kept in order.
-- The state is signed with SECRET_KEY, so a client can read nothing useful from it and
-  cannot forge tool results or assistant turns into it.
-- A state that cannot be used never fails the call: the conversation starts fresh and the
-  answer names the reason (`state_reset`).
+- The state is encrypted and authenticated (AES with an HMAC, keyed from SECRET_KEY):
+  whoever holds it can read nothing of the conversation and cannot forge tool results or
+  assistant turns into it. It opens only for the user it was issued to, and only for
+  PARLEY_STATELESS_STATE_MAX_AGE_SECONDS after it was issued. Keys listed in
+  SECRET_KEY_FALLBACKS still open states issued before a key rotation.
+- A state that cannot be used never fails the call: the conversation starts fresh, the
+  answer names the reason (`state_reset`) and the server logs one line.
 """
 
 import base64
-import binascii
 import json
+import logging
+import time
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
-from django.core import signing
 
 from accounts.models import User
 from conversations import context, streaming, validation
 from conversations.context import HistoryMessage
 from conversations.errors import ValidationFailed
+from conversations.json_input import JsonInputError, json_parse
 from conversations.llm import provider_get
 from conversations.llm.tools import ToolContext, tool_definitions, tool_execute
 from conversations.models import Conversation
 
-STATE_VERSION = 1
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 2
 SALT = "parley.stateless-chat.state"
 # Tools that need no stored conversation; the others (draft, search) have nothing to act on.
 STATELESS_TOOLS = ["calculator", "current_time"]
@@ -45,6 +54,9 @@ RESET_MESSAGES = {
     "unsupported_version": "The state was written in a format version this server cannot read.",
     "provider_mismatch": "The state belongs to another model provider.",
     "corrupted_messages": "The state's messages are not a valid conversation.",
+    "wrong_user": "The state was issued to another user.",
+    "expired": "The state is older than this server keeps states usable.",
+    "too_large": "The state holds more history than this server accepts.",
 }
 
 
@@ -66,41 +78,74 @@ class StatelessReply:
 # --- the state string ------------------------------------------------------------------
 
 
-def _signer() -> signing.Signer:
-    return signing.Signer(salt=SALT)
+def _fernet_key(secret: str) -> bytes:
+    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=SALT.encode(), info=b"fernet").derive(
+        secret.encode()
+    )
+    return base64.urlsafe_b64encode(derived)
+
+
+def _cipher() -> MultiFernet:
+    # The current key encrypts; every key (fallbacks after it) decrypts.
+    secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return MultiFernet([Fernet(_fernet_key(secret)) for secret in secrets])
 
 
 def state_pack(document: Any) -> str:
-    """Sign any JSON-able document as a state string (tests use it to make bad states)."""
+    """Encrypt any JSON-able document as a state string (tests use it for bad states)."""
     raw = zlib.compress(json.dumps(document, separators=(",", ":")).encode())
-    return _signer().sign(base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    return _cipher().encrypt(raw).decode()
 
 
-def state_encode(*, provider: str, messages: list[dict[str, Any]]) -> str:
-    return state_pack({"version": STATE_VERSION, "provider": provider, "messages": messages})
+def state_encode(*, provider: str, user_id: int, messages: list[dict[str, Any]]) -> str:
+    return state_pack(
+        {"version": STATE_VERSION, "provider": provider, "user": user_id, "messages": messages}
+    )
 
 
-def state_decode(state: str, *, provider: str) -> list[dict[str, Any]]:
+def _inflate(raw: bytes) -> bytes:
+    """Decompress without ever holding more than the limit: a small state that inflates
+    to gigabytes stops at PARLEY_STATELESS_STATE_MAX_BYTES."""
+    limit = settings.PARLEY_STATELESS_STATE_MAX_BYTES
+    inflater = zlib.decompressobj()
+    out = inflater.decompress(raw, limit + 1)
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise StateRejected("too_large")
+    return out
+
+
+def state_decode(state: str, *, provider: str, user_id: int) -> list[dict[str, Any]]:
     """The history in `state`, or StateRejected naming why it cannot be used."""
+    if ":" in state:
+        # Version 1 states were signed, not encrypted: value:signature.
+        raise StateRejected("unsupported_version")
+    cipher = _cipher()
     try:
-        packed = _signer().unsign(state)
-    except signing.BadSignature:
+        token = state.encode("ascii")
+        raw = cipher.decrypt(token)
+        issued = cipher.extract_timestamp(token)
+    except (InvalidToken, UnicodeEncodeError, ValueError):
         raise StateRejected("invalid_signature") from None
+    if time.time() - issued > settings.PARLEY_STATELESS_STATE_MAX_AGE_SECONDS:
+        raise StateRejected("expired")
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(packed + "=" * (-len(packed) % 4)))
-        document = json.loads(raw)
-    except (binascii.Error, zlib.error, ValueError):
+        document = json_parse(_inflate(raw))
+    except (zlib.error, JsonInputError, UnicodeDecodeError):
         raise StateRejected("invalid_json") from None
     if not isinstance(document, dict):
         raise StateRejected("invalid_json")
     version = document.get("version")
     if isinstance(version, bool) or version != STATE_VERSION:
         raise StateRejected("unsupported_version")
+    if document.get("user") != user_id:
+        raise StateRejected("wrong_user")
     if document.get("provider") != provider:
         raise StateRejected("provider_mismatch")
     messages: Any = document.get("messages")
     if not _valid_history(messages):
         raise StateRejected("corrupted_messages")
+    if len(messages) > settings.PARLEY_STATELESS_STATE_MAX_MESSAGES:
+        raise StateRejected("too_large")
     result: list[dict[str, Any]] = messages
     return result
 
@@ -183,9 +228,11 @@ def stateless_chat(
     reset = None
     if state:
         try:
-            history = state_decode(state, provider=provider.name)
+            history = state_decode(state, provider=provider.name, user_id=user.pk)
         except StateRejected as rejected:
             reset = rejected.reason
+            # Never the content: the reason and who sent it.
+            log.warning("stateless state reset: %s (user %s)", reset, user.pk)
     preamble, rest = split_preamble(system, messages)
     history = history + [{"role": m["role"], "content": m["content"]} for m in rest]
 
@@ -232,7 +279,7 @@ def stateless_chat(
             )
     return StatelessReply(
         reply=reply,
-        state=state_encode(provider=provider.name, messages=history),
+        state=state_encode(provider=provider.name, user_id=user.pk, messages=history),
         status=status,
         state_reset=reset,
         usage=usage,

@@ -235,6 +235,12 @@ SPECTACULAR_SETTINGS = {
 PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
 # Requests that make the model work (messages, chat, stateless chat) have their own budget.
 PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
+# Stateless chat: how long a state stays usable, and how much history it may carry.
+PARLEY_STATELESS_STATE_MAX_AGE_SECONDS = env_int(
+    "PARLEY_STATELESS_STATE_MAX_AGE_SECONDS", 30 * 24 * 3600
+)
+PARLEY_STATELESS_STATE_MAX_BYTES = env_int("PARLEY_STATELESS_STATE_MAX_BYTES", 8 * 1024 * 1024)
+PARLEY_STATELESS_STATE_MAX_MESSAGES = env_int("PARLEY_STATELESS_STATE_MAX_MESSAGES", 2000)
 # Deepest nesting accepted in any JSON from outside (bodies, frames, imports, state).
 PARLEY_JSON_MAX_DEPTH = env_int("PARLEY_JSON_MAX_DEPTH", 64)
 # Largest request body outside import (which has PARLEY_IMPORT_MAX_BYTES).

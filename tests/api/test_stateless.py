@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.core import signing
 
+from accounts.models import User
 from conversations import stateless
 from conversations.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message
@@ -42,10 +43,13 @@ def sent(provider: EchoProvider, call: int = -1) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in provider.calls[call]]
 
 
+def owner_id() -> int:
+    return User.objects.get(username="alice").pk
+
+
 def history(state: str, provider_name: str = "echo") -> list[tuple[str, str]]:
-    return [
-        (m["role"], m["content"]) for m in stateless.state_decode(state, provider=provider_name)
-    ]
+    decoded = stateless.state_decode(state, provider=provider_name, user_id=owner_id())
+    return [(m["role"], m["content"]) for m in decoded]
 
 
 def test_the_leading_system_message_is_sent_every_call_but_never_kept(api, provider):
@@ -106,53 +110,154 @@ def test_a_system_message_after_the_first_message_is_kept_in_order(api, provider
     assert ("system", "Preamble") not in sent(provider)
 
 
-def _raw_signed(payload: bytes) -> str:
-    packed = base64.urlsafe_b64encode(zlib.compress(payload)).decode().rstrip("=")
-    return signing.Signer(salt=stateless.SALT).sign(packed)
+def _raw_encrypted(payload: bytes) -> str:
+    return stateless._cipher().encrypt(zlib.compress(payload)).decode()
+
+
+GOOD = [{"role": "user", "content": "old"}, {"role": "assistant", "content": "older"}]
 
 
 def _states() -> dict[str, str]:
-    good = [{"role": "user", "content": "old"}, {"role": "assistant", "content": "older"}]
-    forged = stateless.state_encode(provider="echo", messages=good)
-    value, _, signature = forged.rpartition(":")
+    forged = stateless.state_encode(provider="echo", user_id=owner_id(), messages=GOOD)
+    tampered = base64.urlsafe_b64decode(forged)
+    tampered = tampered[:-40] + bytes([tampered[-40] ^ 1]) + tampered[-39:]
+    old_format = signing.Signer(salt=stateless.SALT).sign(
+        "eJyrVkrOzy0oSi0uTk1RslJQKs7PTVWqBQBUXwek"
+    )
     return {
-        "invalid_signature": value + ":" + signature[::-1],
-        "invalid_json": _raw_signed(b"{not json"),
+        "invalid_signature": base64.urlsafe_b64encode(tampered).decode(),
+        "invalid_json": _raw_encrypted(b"{not json"),
         "unsupported_version": stateless.state_pack(
-            {"version": 2, "provider": "echo", "messages": good}
+            {"version": 1, "provider": "echo", "user": owner_id(), "messages": GOOD}
         ),
-        "provider_mismatch": stateless.state_encode(provider="another", messages=good),
+        "provider_mismatch": stateless.state_encode(
+            provider="another", user_id=owner_id(), messages=GOOD
+        ),
         "corrupted_messages": stateless.state_pack(
             {
-                "version": 1,
+                "version": stateless.STATE_VERSION,
                 "provider": "echo",
+                "user": owner_id(),
                 "messages": [{"role": "tool", "content": "42", "tool_call_id": "nobody"}],
             }
         ),
+        "wrong_user": stateless.state_encode(
+            provider="echo", user_id=owner_id() + 1, messages=GOOD
+        ),
+        "too_large": stateless.state_encode(
+            provider="echo",
+            user_id=owner_id(),
+            messages=[{"role": "user", "content": "x" * 100}] * 5000,
+        ),
+        "version-1 format": old_format,
+        "deep json": _raw_encrypted(("[" * 100_000 + "]" * 100_000).encode()),
     }
 
 
-@pytest.mark.parametrize("reason", sorted(_states()))
-def test_bad_state_starts_fresh_and_says_why(api, provider, reason):
+EXPECTED = {"version-1 format": "unsupported_version", "deep json": "invalid_json"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    sorted(
+        [
+            "invalid_signature",
+            "invalid_json",
+            "unsupported_version",
+            "provider_mismatch",
+            "corrupted_messages",
+            "wrong_user",
+            "too_large",
+            "version-1 format",
+            "deep json",
+        ]
+    ),
+)
+def test_bad_state_starts_fresh_and_says_why(api, provider, case, caplog):
     response = api.post(
-        URL, {"state": _states()[reason], "messages": [{"role": "user", "content": "Hi"}]}
+        URL, {"state": _states()[case], "messages": [{"role": "user", "content": "Hi"}]}
     )
     assert response.status_code == 200
     body = response.json()
+    reason = EXPECTED.get(case, case)
     assert body["state_reset"]["reason"] == reason
     assert body["state_reset"]["message"]
     assert sent(provider) == [("user", "Hi")]
     assert history(body["state"]) == [("user", "Hi"), ("assistant", "reply 1")]
+    # One warning line with the reason and the caller, never the content.
+    lines = [r for r in caplog.records if r.name == "conversations.stateless"]
+    assert [r.levelname for r in lines] == ["WARNING"]
+    assert reason in lines[0].getMessage()
+    assert str(owner_id()) in lines[0].getMessage()
+    assert "old" not in lines[0].getMessage()
 
 
-def test_garbage_and_a_foreign_key_signature_are_refused_as_invalid_signature(api, provider):
-    for state in ["not a state", "a:b:c", stateless.state_encode(provider="echo", messages=[])]:
-        if state.count(":") == 1:
-            # The same content signed by another server (another SECRET_KEY): a forgery.
-            value = state.rpartition(":")[0]
-            state = signing.Signer(key="another secret", salt=stateless.SALT).sign(value)
+def test_a_state_past_its_maximum_age_is_expired(api, provider, settings, monkeypatch):
+    state = stateless.state_encode(provider="echo", user_id=owner_id(), messages=GOOD)
+    settings.PARLEY_STATELESS_STATE_MAX_AGE_SECONDS = 60
+    real_time = stateless.time.time
+    monkeypatch.setattr(stateless.time, "time", lambda: real_time() + 61)
+    body = api.post(URL, {"state": state, "messages": [{"role": "user", "content": "Hi"}]})
+    assert body.json()["state_reset"]["reason"] == "expired"
+
+
+def test_another_users_state_is_not_accepted(api, provider, as_user, outsider):
+    first = api.post(URL, {"messages": [{"role": "user", "content": "my secret plan"}]}).json()
+    stolen = as_user(outsider).post(
+        URL, {"state": first["state"], "messages": [{"role": "user", "content": "go on"}]}
+    )
+    assert stolen.json()["state_reset"]["reason"] == "wrong_user"
+    assert all("secret plan" not in content for _, content in sent(provider))
+
+
+def test_the_state_is_opaque(api, provider):
+    body = api.post(URL, {"messages": [{"role": "user", "content": "the launch code 1234"}]})
+    state = body.json()["state"]
+    raw = base64.urlsafe_b64decode(state + "=" * (-len(state) % 4))
+    assert b"launch" not in raw
+    # Not merely compressed: no tail of it inflates to the text.
+    for offset in range(len(raw)):
+        try:
+            inflated = zlib.decompress(raw[offset:])
+        except zlib.error:
+            continue
+        assert b"launch" not in inflated
+
+
+def test_a_state_that_inflates_past_the_limit_is_too_large(api, provider, settings):
+    # 16 MB of history in a few kilobytes: refused while inflating, never held whole.
+    bomb = b'{"version":2,"provider":"echo","user":1,"messages":[{"role":"user","content":"'
+    bomb += b"a" * (16 * 1024 * 1024) + b'"}]}'
+    state = stateless._cipher().encrypt(zlib.compress(bomb, 9)).decode()
+    assert len(state) < 100_000
+    body = api.post(URL, {"state": state, "messages": [{"role": "user", "content": "x"}]})
+    assert body.json()["state_reset"]["reason"] == "too_large"
+
+
+def test_states_issued_before_a_key_rotation_still_open(api, provider, settings):
+    first = api.post(URL, {"messages": [{"role": "user", "content": "Hello"}]}).json()
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-brand-new-secret-key-" + "x" * 40
+    again = api.post(
+        URL, {"state": first["state"], "messages": [{"role": "user", "content": "More"}]}
+    )
+    assert "state_reset" not in again.json()
+    settings.SECRET_KEY_FALLBACKS = []
+    gone = api.post(URL, {"state": first["state"], "messages": [{"role": "user", "content": "x"}]})
+    assert gone.json()["state_reset"]["reason"] == "invalid_signature"
+
+
+def test_garbage_and_another_servers_state_are_refused_as_invalid_signature(
+    api, provider, settings
+):
+    states = ["not a state", "gAAAAA" + "A" * 80, "\u00e9t\u00e9"]
+    own_key = settings.SECRET_KEY
+    settings.SECRET_KEY = "another-server-" + "y" * 50
+    states.append(stateless.state_encode(provider="echo", user_id=owner_id(), messages=GOOD))
+    settings.SECRET_KEY = own_key
+    for state in states:
         body = api.post(URL, {"state": state, "messages": [{"role": "user", "content": "x"}]})
-        assert body.json()["state_reset"]["reason"] == "invalid_signature"
+        assert body.json()["state_reset"]["reason"] == "invalid_signature", state
 
 
 def test_tools_run_and_their_results_travel_in_the_signed_state(api, settings):
