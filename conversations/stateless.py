@@ -78,11 +78,10 @@ class StatelessReply:
 # --- the state string ------------------------------------------------------------------
 
 
-def _fernet_key(secret: str) -> bytes:
-    derived = HKDF(algorithm=hashes.SHA256(), length=32, salt=SALT.encode(), info=b"fernet").derive(
-        secret.encode()
-    )
-    return base64.urlsafe_b64encode(derived)
+def _fernet_key(secret: str | bytes) -> bytes:
+    material = secret if isinstance(secret, bytes) else secret.encode()
+    kdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=SALT.encode(), info=b"fernet")
+    return base64.urlsafe_b64encode(kdf.derive(material))
 
 
 def _cipher() -> MultiFernet:
