@@ -2,10 +2,10 @@
 
 from typing import Any
 
-from django.core.cache import cache
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from accounts.login_guard import client_address, lock_message, login_lock_remaining
 from accounts.models import ApiKey, User
 from accounts.selectors import api_key_for_secret
 from accounts.services import KEY_PREFIX, api_key_mark_used
@@ -36,29 +36,15 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
 
 class PasswordAuthentication(authentication.BasicAuthentication):
-    """HTTP Basic with a cap on failed attempts, per username and per client address.
-
-    DRF applies throttles only after authentication succeeds, so without this cap a wrong
-    password could be tried without limit. Past the cap, even the right password is
-    refused until the window ends: a guesser learns nothing from the answer.
-    """
-
-    max_failures = 10
-    window_seconds = 15 * 60
+    """HTTP Basic under the same cap on wrong passwords as the log-in pages
+    (accounts.login_guard). DRF applies throttles only after authentication succeeds, so
+    without the cap a wrong password could be tried without limit."""
 
     def authenticate_credentials(
         self, userid: str, password: str, request: Request | None = None
     ) -> tuple[Any, None]:
-        address = request.META.get("REMOTE_ADDR", "") if request is not None else ""
-        keys = [f"parley:pw-fail:user:{userid.lower()}", f"parley:pw-fail:addr:{address}"]
-        if any((cache.get(key) or 0) >= self.max_failures for key in keys):
-            raise exceptions.Throttled(
-                wait=self.window_seconds, detail="Too many failed log-in attempts."
-            )
-        try:
-            return super().authenticate_credentials(userid, password, request)
-        except exceptions.AuthenticationFailed:
-            for key in keys:
-                cache.add(key, 0, self.window_seconds)
-                cache.incr(key)
-            raise
+        remaining = login_lock_remaining(username=userid, address=client_address(request))
+        if remaining:
+            raise exceptions.Throttled(wait=remaining, detail=lock_message(remaining))
+        # A wrong password is counted by the user_login_failed signal authenticate() sends.
+        return super().authenticate_credentials(userid, password, request)

@@ -3,7 +3,11 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from conversations.api.errors import api_not_found
+from web.forms import AdminLoginForm
 from web.urls import auth_urlpatterns
+
+# The admin's log-in says when an account or address is locked, as the web log-in does.
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),

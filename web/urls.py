@@ -1,6 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
+from web.forms import LoginForm
 from web.security import strict_csp
 from web.views import accounts, chat
 
@@ -39,7 +40,9 @@ auth_urlpatterns = [
         "accounts/login/",
         strict_csp(
             auth_views.LoginView.as_view(
-                template_name="web/login.html", redirect_authenticated_user=True
+                template_name="web/login.html",
+                redirect_authenticated_user=True,
+                authentication_form=LoginForm,
             )
         ),
         name="login",

@@ -113,6 +113,17 @@ DATABASES = {"default": database_config(env_str("DATABASE_URL"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "accounts.User"
+# The lock-out backend comes first: it refuses a locked account or address on every path.
+AUTHENTICATION_BACKENDS = [
+    "accounts.login_guard.LoginLockBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Wrong passwords allowed per account and per client address within the window, after
+# which even the right one is refused until the window ends (web, admin and API log-in).
+PARLEY_LOGIN_MAX_FAILURES = env_int("PARLEY_LOGIN_MAX_FAILURES", 10)
+PARLEY_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("PARLEY_LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
+PARLEY_LOGIN_LOCK_SECONDS = env_int("PARLEY_LOGIN_LOCK_SECONDS", 15 * 60)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
