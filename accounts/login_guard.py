@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.backends import BaseBackend
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
@@ -69,9 +68,10 @@ def lock_message(seconds: int) -> str:
     )
 
 
-class LoginLockBackend(BaseBackend):
+class LoginLockBackend:
     """First in AUTHENTICATION_BACKENDS: refuses every password check of a locked account
-    or address, whatever path asked (Django stops at a backend's PermissionDenied)."""
+    or address, whatever path asked (Django stops at a backend's PermissionDenied). It has
+    no get_user on purpose: it never signs anyone in, so no session may name it."""
 
     def authenticate(
         self, request: HttpRequest | None, username: str | None = None, **kwargs: Any

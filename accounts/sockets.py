@@ -8,7 +8,9 @@ same user stay open). Delivery is best effort, so every frame that changes somet
 checks the credential too: a lost notice cannot let a revoked credential act.
 """
 
+import asyncio
 import logging
+import threading
 from importlib import import_module
 from typing import Any
 from uuid import UUID
@@ -46,7 +48,16 @@ def user_sockets_recheck(*, user_id: int, ended_session: str = "") -> None:
         except Exception:
             log.warning("could not ask user %s's sockets to recheck", user_id, exc_info=True)
 
-    transaction.on_commit(send)
+    def send_from_anywhere() -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            send()  # no event loop in this thread: the usual case
+        else:
+            # Sync code on a thread that runs an event loop cannot wait on async code.
+            threading.Thread(target=send, daemon=True).start()
+
+    transaction.on_commit(send_from_anywhere)
 
 
 def socket_credential_valid(

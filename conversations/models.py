@@ -111,8 +111,13 @@ class Conversation(models.Model):
     def __str__(self) -> str:
         # No title: titles are made from the first message, and this label shows up in
         # places (admin breadcrumbs, confirmation pages, autocompletes) read by staff who
-        # may not read message text.
-        return f"Conversation {str(self.id)[:8]} ({self.message_count} messages)"
+        # may not read message text. The short id tells conversations apart.
+        count = self.message_count
+        return f"untitled ({count} message{'' if count == 1 else 's'}) · {str(self.id)[:8]}"
+
+    def label(self, *, with_title: bool) -> str:
+        """The title for those who may read message text, else the neutral label."""
+        return self.title if with_title and self.title else str(self)
 
 
 class Message(models.Model):

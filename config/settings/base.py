@@ -43,7 +43,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "web.security.ContentSecurityPolicyMiddleware",
 ]
+# Websocket schemes the web UI's CSP lets pages connect to (production: wss only).
+PARLEY_CSP_WEBSOCKET_SCHEMES = ["ws", "wss"]
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"

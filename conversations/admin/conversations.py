@@ -197,7 +197,7 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         ).values("pk")[:1]
         return super().get_queryset(request).annotate(active_run_id=Subquery(active))
 
-    def get_search_results(
+    def search_results(
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
     ) -> tuple[QuerySet[Conversation], bool]:
         term = search_term.strip()
@@ -225,7 +225,7 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
 
     @admin.display(description="conversation", ordering="title")
     def title_or_id(self, obj: Conversation) -> str:
-        return obj.title or f"(untitled) {obj.pk}"
+        return obj.label(with_title=True)
 
     @admin.display(description="conversation")
     def label(self, obj: Conversation) -> str:
@@ -298,5 +298,28 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        context = {**(extra_context or {}), "can_read_transcripts": can_read_transcripts(request)}
+        context = {
+            **(extra_context or {}),
+            **self._label_context(request, object_id),
+            "can_read_transcripts": can_read_transcripts(request),
+        }
         return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {**(extra_context or {}), **self._label_context(request, object_id)}
+        if "conversation_label" in context:
+            context["title"] = f"Change history: {context['conversation_label']}"
+        return super().history_view(request, object_id, extra_context=context)
+
+    def _label_context(self, request: HttpRequest, object_id: str) -> dict[str, str]:
+        """Page titles and breadcrumbs name the conversation by its title only for those
+        who may read message text (the models' own label never carries it)."""
+        if not can_read_transcripts(request):
+            return {}
+        conversation = self.get_object(request, object_id)
+        if conversation is None:
+            return {}
+        label = conversation.label(with_title=True)
+        return {"conversation_label": label, "subtitle": label}

@@ -73,7 +73,7 @@ class MessageAdmin(ReadOnlyAdmin):
     def get_search_fields(self, request: HttpRequest) -> list[str]:
         return ["content"] if can_read_transcripts(request) else ["=conversation__id"]
 
-    def get_search_results(
+    def search_results(
         self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
     ) -> tuple[QuerySet[Message], bool]:
         term = search_term.strip()
@@ -172,7 +172,16 @@ class RunAdmin(ReadOnlyAdmin):
         # "change" allows the cancel action on the list; the detail page stays read-only.
         return obj is None and admin.ModelAdmin.has_change_permission(self, request)
 
-    def get_search_results(
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if can_read_transcripts(request):
+            return self.fields
+        # The error's message may quote the provider's answer: its code is metadata.
+        return [("error_code" if name == "error" else name) for name in self.fields]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.get_fields(request, obj)
+
+    def search_results(
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
     ) -> tuple[QuerySet[Run], bool]:
         term = search_term.strip()
@@ -207,7 +216,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
     fields = ("at", "actor", "actor_username", "action", "conversation_id", "owner_id", "reason")
     readonly_fields = fields
 
-    def get_search_results(
+    def search_results(
         self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
     ) -> tuple[QuerySet[AuditEvent], bool]:
         term = search_term.strip()

