@@ -32,6 +32,27 @@ def test_production_settings_pass_the_deploy_checks():
     assert "no issues" in result.stdout
 
 
+def production_setting(expression: str, **extra: str) -> str:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
+        "SECRET_KEY": "p" * 20 + "r0dUct10n-s3cr3t-k3y-with-enough-entropy-xyz",
+        "ALLOWED_HOSTS": "parley.example.com",
+        **extra,
+    }
+    code = f"import django; django.setup(); from django.conf import settings; print({expression})"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    return result.stdout.strip()
+
+
+def test_production_pages_use_wss_and_preload_hsts_only_when_asked():
+    assert production_setting("settings.PARLEY_CSP_WEBSOCKET_SCHEMES") == "['wss']"
+    assert production_setting("settings.SECURE_HSTS_PRELOAD") == "False"
+    assert production_setting("settings.SECURE_HSTS_PRELOAD", SECURE_HSTS_PRELOAD="true") == "True"
+
+
 def test_production_settings_refuse_to_start_without_a_secret_key():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.production"}
     env.pop("SECRET_KEY", None)

@@ -42,6 +42,41 @@ def test_chat_pages_forbid_inline_script(alice: Client):
     policy = alice.get("/chat/")["Content-Security-Policy"]
     assert "script-src 'self'" in policy
     assert "unsafe-inline" not in policy
+    # Images and media only from Parley: a reply cannot make the browser call elsewhere.
+    assert "img-src 'self' data:;" in policy
+    assert "media-src 'self'" in policy
+    assert "connect-src 'self' ws://testserver wss://testserver" in policy
+
+
+def test_every_page_has_a_policy_that_forbids_foreign_and_inline_script(
+    alice: Client, client: Client, settings
+):
+    settings.DEBUG = False
+    superuser = User.objects.create_superuser(username="root", password="pw-root-123")
+    admin = Client()
+    admin.force_login(superuser)
+    pages = {
+        "login": client.get("/accounts/login/"),
+        "admin login": client.get("/admin/login/"),
+        "admin index": admin.get("/admin/"),
+        "admin list": admin.get("/admin/conversations/conversation/"),
+        "api docs": client.get("/api/docs/"),
+        "api redoc": client.get("/api/redoc/"),
+        "not found": alice.get("/no/such/page/"),
+        "api error": client.get("/api/v1/conversations/"),
+    }
+    for name, response in pages.items():
+        policy = response["Content-Security-Policy"]
+        assert "script-src 'self';" in policy, name
+        assert "frame-ancestors 'none'" in policy, name
+        assert "object-src 'none'" in policy, name
+
+
+def test_production_pages_connect_to_websockets_over_tls_only(alice: Client, settings):
+    settings.PARLEY_CSP_WEBSOCKET_SCHEMES = ["wss"]  # as config.settings.production sets
+    policy = alice.get("/chat/")["Content-Security-Policy"]
+    assert "wss://testserver" in policy
+    assert "ws://" not in policy
 
 
 def test_demo_mode_is_announced_only_with_the_demo_model(alice: Client, settings):
