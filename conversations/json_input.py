@@ -19,6 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
+from conversations.validation import unstorable_reason
+
 INT_LIMIT = 2**63 - 1
 
 
@@ -104,13 +106,8 @@ def is_too_deep(problem: JsonInputError) -> bool:
 
 
 def _text_problems(text: str, path: str) -> list[JsonInputError]:
-    if "\x00" in text:
-        return [JsonInputError(path, "contains a NUL character, which cannot be stored")]
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return [JsonInputError(path, "contains an unpaired surrogate, which is not valid text")]
-    return []
+    reason = unstorable_reason(text)
+    return [JsonInputError(path, reason)] if reason else []
 
 
 def _safe(text: str) -> str:

@@ -21,15 +21,19 @@ def text_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
         return [Problem(path, f"must be a string, not {type_name(value)}")]
     if len(value) > max_chars:
         return [Problem(path, f"is {len(value)} characters long; the limit is {max_chars}")]
+    reason = unstorable_reason(value)
+    return [Problem(path, reason)] if reason else []
+
+
+def unstorable_reason(text: str) -> str | None:
+    """Why no database can hold `text`, or None: the one rule for every text stored."""
     # PostgreSQL text cannot hold NUL, so refuse it everywhere rather than fail on one backend.
-    if "\x00" in value:
-        return [Problem(path, "contains a NUL character, which cannot be stored")]
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+    if "\x00" in text:
+        return "contains a NUL character, which cannot be stored"
+    if _unencodable(text):
         # A lone surrogate: not text any database (or UTF-8 document) can hold.
-        return [Problem(path, "contains an unpaired surrogate, which is not valid text")]
-    return []
+        return "contains an unpaired surrogate, which is not valid text"
+    return None
 
 
 def storable_text(text: str) -> str:

@@ -251,6 +251,13 @@ async def test_no_heartbeat_while_items_keep_coming():
 # --- ends that never came -----------------------------------------------------------------
 
 
+def live_run(conversation) -> Run:
+    """A run in progress whose log has only its first event."""
+    run = Run.objects.create(conversation=conversation, status="in_progress")
+    events.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
+    return run
+
+
 @pytest.mark.parametrize("beyond", [0, 1, 500])
 async def test_after_at_or_past_the_terminal_event_answers_at_once(conversation, owner, beyond):
     run, log = await sync_to_async(finished_run)(conversation)
@@ -261,12 +268,7 @@ async def test_after_at_or_past_the_terminal_event_answers_at_once(conversation,
 
 
 async def test_a_reader_past_the_end_of_a_live_run_still_gets_what_comes(conversation, owner):
-    def live_run() -> Run:
-        run = Run.objects.create(conversation=conversation, status="in_progress")
-        events.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
-        return run
-
-    run = await sync_to_async(live_run)()
+    run = await sync_to_async(live_run)(conversation)
     client = await logged_in(owner)
     response = await client.get(f"/api/v1/runs/{run.pk}/events/", {"after": 0})
     reading = asyncio.ensure_future(sse_events(response))
@@ -284,12 +286,7 @@ async def test_a_reader_past_the_end_of_a_live_run_still_gets_what_comes(convers
 
 @pytest.mark.parametrize("how", ["owner", "admin", "user"])
 async def test_deleting_the_conversation_ends_its_followers(conversation, owner, how):
-    def live_run() -> Run:
-        run = Run.objects.create(conversation=conversation, status="in_progress")
-        events.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
-        return run
-
-    run = await sync_to_async(live_run)()
+    run = await sync_to_async(live_run)(conversation)
     client = await logged_in(owner)
     response = await client.get(f"/api/v1/runs/{run.pk}/events/")
     reading = asyncio.ensure_future(sse_events(response))
