@@ -8,7 +8,8 @@ user owns, and its collector would load them all.
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
@@ -32,6 +33,15 @@ def _per_owner(aggregate: Any) -> Subquery:
         .values("value"),
         output_field=IntegerField(),
     )
+
+
+# Django registers groups itself; registered again so the text guard covers every admin.
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class ParleyGroupAdmin(TextGuardMixin, GroupAdmin):
+    pass
 
 
 @admin.register(User)

@@ -15,6 +15,7 @@ import csv
 import io
 import itertools
 import json
+import unicodedata
 import zipfile
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -173,7 +174,21 @@ _FORMULA_STARTS = (
     "\uff0b",
     "\uff0d",
     "\uff20",
+    # The small forms of the same signs.
+    "\ufe62",
+    "\ufe63",
+    "\ufe66",
+    "\ufe6b",
 )
+
+
+def _visible_start(text: str) -> str:
+    """The text from its first character a spreadsheet would not skip: whitespace and
+    invisible format characters (a byte-order mark, zero-width spaces) may hide a sign."""
+    for index, char in enumerate(text):
+        if not (char.isspace() or unicodedata.category(char) == "Cf"):
+            return text[index:]
+    return ""
 
 
 def csv_cell(value: object) -> str:
@@ -181,7 +196,7 @@ def csv_cell(value: object) -> str:
     show as plain text (OWASP's advice for CSV injection). Every cell of the export goes
     through here, not only the ones that hold text today."""
     text = "" if value is None else str(value)
-    risky = text.startswith(_FORMULA_STARTS) or text.lstrip().startswith(_FORMULA_STARTS)
+    risky = text.startswith(_FORMULA_STARTS) or _visible_start(text).startswith(_FORMULA_STARTS)
     return f"'{text}" if risky else text
 
 
@@ -204,9 +219,13 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
     line = _Line()
     writer = csv.writer(line)
 
+    def row(cells: list[Any]) -> str:
+        # The one way a line is written: every cell passes the formula guard.
+        writer.writerow([csv_cell(cell) for cell in cells])
+        return line.value
+
     def rows() -> Iterator[str]:
-        writer.writerow(CSV_COLUMNS)
-        yield line.value
+        yield row(CSV_COLUMNS)
         for conversation, messages in _with_messages(queryset, fields):
             for _, seq, role, kind, name, call_id, content, calls, at, run_id, usage in messages:
                 cells = [
@@ -224,8 +243,7 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
                     run_id,
                     (usage or {}).get("total_tokens", "") if isinstance(usage, dict) else "",
                 ]
-                writer.writerow([csv_cell(cell) for cell in cells])
-                yield line.value
+                yield row(cells)
 
     return _sized(rows())
 

@@ -107,7 +107,7 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         ModelFilter,
         OwnerFilter,
     ]
-    # Only for Django's search box; get_search_results decides what a term matches.
+    # Only for Django's search box; search_results decides what a term matches.
     search_fields = ["title"]
     search_reads_text = True
     search_help_text = "Words of the title, an owner's username or email, or a conversation id."

@@ -27,7 +27,6 @@ from django.contrib.admin.views.main import (
     ERROR_FLAG,
     IGNORED_PARAMS,
     PAGE_VAR,
-    SEARCH_VAR,
     ChangeList,
 )
 from django.core.exceptions import FieldDoesNotExist, FieldError, ValidationError

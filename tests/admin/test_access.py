@@ -55,7 +55,7 @@ def test_moderator_sees_metadata_everywhere_but_never_message_text(moderator, ba
     listing = client.get(CHANGELIST).content.decode()
     # Titles are made from the first message: they count as text.
     assert "Baking" not in listing
-    assert f"Conversation {str(baking.pk)[:8]} (4 messages)" in listing
+    assert f"untitled (4 messages) · {str(baking.pk)[:8]}" in listing
     assert "alice" in listing
     assert "transcript" not in client.get(pages(baking)["conversation detail"]).content.decode()
     assert not AuditEvent.objects.exists()

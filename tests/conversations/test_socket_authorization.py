@@ -81,8 +81,7 @@ async def test_who_may_open_a_socket_on_a_conversation(conversation, owner, outs
         else:
             await assert_closed_with(ws, expected)
         # An unknown conversation answers as someone else's does: no existence leak.
-        unknown_expected = 4404 if expected in (None, 4404) else expected
-        await assert_closed_with(socket(unknown, *headers), unknown_expected)
+        await assert_closed_with(socket(unknown, *headers), expected or 4404)
 
 
 def theirs(outsider: User) -> tuple[Conversation, Run]:
