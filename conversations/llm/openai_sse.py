@@ -233,6 +233,13 @@ def _text(value: object) -> str | None:  # a field of another type counts as abs
     return storable_text(value) if isinstance(value, str) and value else None
 
 
+# Far beyond any real reply, and within what every sum of counts can hold.
+TOKEN_COUNT_MAX = 2**40
+
+
 def _count(value: object) -> int:
-    """A token count as reported, or 0 when it is not a whole, non-negative number."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A token count as reported, or 0 when it is not a whole number a reply could have
+    (a broken or hostile upstream must not falsify or overflow the usage figures)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= TOKEN_COUNT_MAX:
+        return value
+    return 0

@@ -605,7 +605,7 @@ def test_tool_names_ids_arguments_and_usage_from_the_provider_are_repaired() -> 
             "usage": {
                 "prompt_tokens": "12",
                 "completion_tokens": -3,
-                "total_tokens": True,
+                "total_tokens": 2**63,
                 "prompt_tokens_details": {"cached\ud800": "x\x00"},
             },
         },
