@@ -61,8 +61,6 @@ SECRET_FIELDS: Fields = {
 NON_LOOKUP_PARAMS = frozenset({*IGNORED_PARAMS, PAGE_VAR, ERROR_FLAG, "_changelist_filters"})
 # Errors a hand-written lookup can raise once the query runs.
 BAD_LOOKUP_ERRORS = (DatabaseError, FieldError, ValidationError, ValueError, TypeError)
-# Longest lookup value or search term quoted in an audit event.
-AUDIT_VALUE_MAX = 200
 # Set on a request while its change list is built: its searches are audited with its
 # lookups, in one event.
 IN_CHANGELIST = "_text_guard_changelist"
@@ -115,7 +113,11 @@ def _ordering_names(part: Any) -> Iterator[str]:
 
 
 def _quoted(text: str) -> str:
-    return repr(text[:AUDIT_VALUE_MAX])
+    # The size of what was typed, never the text: a search for message text would
+    # otherwise copy that text into the audit trail, which outlives the conversation
+    # (a user's deletion and retention must not leave it behind) and which staff without
+    # the transcript permission may read.
+    return f"<{len(text)} characters>"
 
 
 class GuardedChangeList(ChangeList):

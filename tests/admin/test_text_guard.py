@@ -260,15 +260,17 @@ def test_the_autocomplete_matches_titles_only_for_readers_and_audits_them(modera
     assert [row["id"] for row in read] == [str(world.pk)]
     event = AuditEvent.objects.get()
     assert (event.action, event.actor_username) == ("viewed", "reader")
-    assert event.reason == "conversation autocomplete: search 'Hello'"
+    assert event.reason == "conversation autocomplete: search <5 characters>"
 
 
-def test_a_readers_list_request_is_one_audit_event_naming_lookups_values_and_search(reader, world):
+def test_a_readers_list_request_is_one_audit_event_naming_lookups_and_search(reader, world):
     url = changelist("conversations_message")
     response = client_for(reader).get(url, {"content__startswith": "the s", "q": "recipe"})
     assert response.status_code == 200
     event = AuditEvent.objects.get()
-    assert event.reason == "message list: content__startswith='the s', search 'recipe'"
+    # What was typed is not kept: it would copy message text into the trail.
+    assert event.reason == "message list: content__startswith=<5 characters>, search <6 characters>"
+    assert "recipe" not in event.reason
 
 
 def test_an_action_on_a_text_filtered_list_is_refused_without_the_permission(moderator, world):
