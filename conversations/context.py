@@ -3,10 +3,10 @@
     [system_prompt] + history (newest that fits the token budget) + [current draft]
 
 - The system prompt is the preamble: sent fresh on every call, never a history row, so
-  changing it applies from the next turn on (seed 000).
+  changing it applies from the next turn on.
 - Context events and draft-edit notices are stored system messages and appear in order.
 - The current draft goes last as `[current draft: "..."]`, rebuilt every call and never
-  stored, so the model always knows the draft even many turns after an edit (seed 003).
+  stored, so the model always knows the draft even many turns after an edit.
 - Truncation drops whole units from the oldest end: an assistant message that called tools
   and all of its results form one unit, because the chat API rejects a tool result
   without its call and a call without its results.

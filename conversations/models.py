@@ -69,7 +69,7 @@ class Conversation(models.Model):
     system_prompt = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True)
     tools = models.JSONField(default=default_tools, blank=True)
-    # The conversation's working document, shown beside the chat (seed 003's "prompt").
+    # The conversation's working document, shown beside the chat.
     draft = models.TextField(blank=True)
     # Set when the user changes the draft; the next turn stores a notice and clears it.
     draft_edited = models.BooleanField(default=False)

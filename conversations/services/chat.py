@@ -1,4 +1,4 @@
-"""`POST chat/` (seed 004): one call that creates a conversation or continues one."""
+"""`POST chat/`: one call that creates a conversation or continues one."""
 
 from uuid import UUID
 

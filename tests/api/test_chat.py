@@ -1,4 +1,4 @@
-"""`POST chat/` (seed 004): the first call creates a conversation and returns its id; the
+"""`POST chat/`: the first call creates a conversation and returns its id; the
 next call with that id continues it, and the model sees the history."""
 
 import threading

@@ -1,4 +1,4 @@
-"""`POST stateless/chat/` (seed 000): state in, state out, nothing stored server-side."""
+"""`POST stateless/chat/`: state in, state out, nothing stored server-side."""
 
 import base64
 import zlib

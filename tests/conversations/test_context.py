@@ -16,7 +16,7 @@ def append(conversation, role, content="", **fields):
     )
 
 
-# --- seed 000: the preamble is sent fresh and never stored; later events are stored ----
+# --- the preamble is sent fresh and never stored; later events are stored ----
 
 
 @pytest.mark.django_db
@@ -69,11 +69,11 @@ def test_context_events_after_the_first_message_are_stored_in_order(owner):
     ]
 
 
-# --- seed 003: draft edits are announced once; the current draft trails every call ----
+# --- draft edits are announced once; the current draft trails every call ----
 
 
 @pytest.mark.django_db
-def test_seed_003_example_sequence_gives_the_seed_model_input(owner):
+def test_the_draft_example_sequence_gives_the_expected_model_input(owner):
     conversation = services.conversation_create(owner=owner, system_prompt=SYSTEM_PROMPT)
     services.user_message_append(conversation=conversation, content="I want a cat in a hat")
     append(conversation, "assistant", "A cat in a hat! Let me ask...")

@@ -1,7 +1,7 @@
 """Tools the end-to-end tests register in their worker processes only (`--include`).
 
 `record_side_effect` stands for any tool that changes the world: it keys its write on the
-call id (seed 001's idempotency rule), so running it again after a crash changes nothing.
+call id (tools are idempotent by call id), so running it again after a crash changes nothing.
 Every execution is also logged, so tests can tell how often a call really ran.
 """
 

@@ -1,4 +1,4 @@
-"""`POST chat/` (seed 004) and `POST stateless/chat/` (seed 000)."""
+"""`POST chat/` and `POST stateless/chat/`."""
 
 from typing import Any
 
