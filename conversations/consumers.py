@@ -6,7 +6,9 @@ after n (no replay from the start, no frame to race). The server sends
 run events (replayed from the run's log, then live, with one cursor), conversation
 notifications for the other tabs, and `error` frames for bad input (the socket stays
 open). A Redis hiccup while following a run is retried from the last event sent, so the
-reply carries on without a gap. Business rules live in services and selectors; this class
+reply carries on without a gap. A socket follows the credential that opened it: when the
+key is revoked, the user deactivated or the session ended, it closes with 4401
+(accounts.sockets). Business rules live in services and selectors; this class
 only translates.
 """
 
