@@ -166,3 +166,26 @@ def test_revoke_own_key_only(alice: Client, owner, outsider):
     mine.refresh_from_db()
     assert mine.revoked_at is not None
     assert b"theirs" not in alice.get("/accounts/api-keys/").content
+
+
+def test_project_pages_for_errors_are_styled_like_the_app(client: Client, settings, rf):
+    settings.DEBUG = False
+    not_found = client.get("/no/such/page/")
+    assert not_found.status_code == 404
+    assert b"/static/web/app.css" in not_found.content
+    assert b"Not found" in not_found.content
+
+    from django.utils.module_loading import import_string
+
+    from config.urls import handler500
+
+    failed = import_string(handler500)(rf.get("/chat/"))
+    assert failed.status_code == 500
+    assert b"Something went wrong" in failed.content
+    assert b"/static/web/app.css" in failed.content
+
+    strict = Client(enforce_csrf_checks=True)
+    refused = strict.post("/accounts/login/", {"username": "alice", "password": "x"})
+    assert refused.status_code == 403
+    assert b"This page has expired" in refused.content
+    assert b"/static/web/app.css" in refused.content
