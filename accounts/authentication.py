@@ -5,7 +5,12 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from accounts.login_guard import client_address, lock_message, login_lock_remaining
+from accounts.login_guard import (
+    client_address,
+    lock_message,
+    login_attempt_succeeded,
+    login_lock_remaining,
+)
 from accounts.models import ApiKey, User
 from accounts.selectors import api_key_for_secret
 from accounts.services import KEY_PREFIX, api_key_mark_used
@@ -35,6 +40,12 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return self.keyword
 
 
+class LoginLocked(exceptions.Throttled):
+    """429 `login_locked`: too many wrong passwords for this account or address."""
+
+    default_code = "login_locked"
+
+
 class PasswordAuthentication(authentication.BasicAuthentication):
     """HTTP Basic under the same cap on wrong passwords as the log-in pages
     (accounts.login_guard). DRF applies throttles only after authentication succeeds, so
@@ -43,8 +54,18 @@ class PasswordAuthentication(authentication.BasicAuthentication):
     def authenticate_credentials(
         self, userid: str, password: str, request: Request | None = None
     ) -> tuple[Any, None]:
-        remaining = login_lock_remaining(username=userid, address=client_address(request))
+        address = client_address(request)
+        remaining = login_lock_remaining(username=userid, address=address)
         if remaining:
-            raise exceptions.Throttled(wait=remaining, detail=lock_message(remaining))
-        # A wrong password is counted by the user_login_failed signal authenticate() sends.
-        return super().authenticate_credentials(userid, password, request)
+            raise LoginLocked(wait=remaining, detail=lock_message(remaining))
+        try:
+            # authenticate() counts the attempt (accounts.login_guard.LoginLockBackend).
+            result = super().authenticate_credentials(userid, password, request)
+        except exceptions.AuthenticationFailed:
+            # This very attempt may have started the lock: say so, as the log-in page does.
+            remaining = login_lock_remaining(username=userid, address=address)
+            if remaining:
+                raise LoginLocked(wait=remaining, detail=lock_message(remaining)) from None
+            raise
+        login_attempt_succeeded(request=request)
+        return result

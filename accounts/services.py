@@ -2,16 +2,18 @@
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiKey, IdempotencyRecord, User
 from accounts.sockets import user_sockets_recheck
+from conversations.validation import unstorable_reason
 
 KEY_PREFIX = "prl"
 # Recording every request's use would turn each API read into a write; a minute is
@@ -30,6 +32,8 @@ def api_key_create(*, owner: User, name: str) -> tuple[ApiKey, str]:
         raise ValueError("An API key needs a name.")
     if len(name) > 100:
         raise ValueError("An API key name is at most 100 characters.")
+    if reason := unstorable_reason(name):
+        raise ValueError(f"An API key name {reason}.")
     prefix = secrets.token_hex(4)
     secret = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     key = ApiKey.objects.create(
@@ -125,3 +129,30 @@ def idempotency_complete(*, record: IdempotencyRecord, status_code: int, body: A
 def idempotency_release(*, record: IdempotencyRecord) -> None:
     """Forget the claim (the request failed), so the client may retry with the same key."""
     IdempotencyRecord.objects.filter(pk=record.pk, completed_at__isnull=True).delete()
+
+
+# What a repeat gets once something its stored answer named has been deleted.
+IDEMPOTENCY_GONE_BODY = {
+    "error": {
+        "code": "gone",
+        "message": "What this request's answer showed has been deleted since, and the "
+        "answer with it.",
+    }
+}
+
+
+def idempotency_answers_forget(*, owner_ids: Iterable[int], mentioning: Iterable[str]) -> int:
+    """Stored answers that name a deleted object (a conversation's id) may quote its text:
+    they lose their body, so nothing of it outlives the deletion, and a repeat gets 410
+    instead (the record stays, so the request is still not carried out twice)."""
+    matches = Q()
+    for text in mentioning:
+        matches |= Q(body__icontains=text)
+    if not matches:
+        return 0
+    return (
+        IdempotencyRecord.objects.filter(owner_id__in=set(owner_ids), completed_at__isnull=False)
+        .exclude(status_code=410)
+        .filter(matches)
+        .update(status_code=410, body=IDEMPOTENCY_GONE_BODY)
+    )

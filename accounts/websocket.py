@@ -7,17 +7,18 @@ AllowedHostsOriginValidator refuses a missing Origin outright, which would lock 
 out, hence this small middleware of our own.
 """
 
+import io
 from typing import Any
-from urllib.parse import urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import WebsocketDenier
-from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.http.request import split_domain_port, validate_host
-from django.utils.http import is_same_domain
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
 
 from accounts.selectors import api_key_for_authorization
+from accounts.sockets import SocketCredential
 from config.async_db import db_call
 
 Scope = dict[str, Any]
@@ -31,48 +32,40 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def origin_allowed(origin: str | None, scope: Scope) -> bool:
-    """The check Django's CSRF protection makes of an Origin header, for a socket: the
-    page's own origin (scheme, host and port of this request, the host one of
-    ALLOWED_HOSTS) or one of CSRF_TRUSTED_ORIGINS (`https://*.example.com` included)."""
-    if not origin or origin == "null":
+    """Django's own CSRF check of an Origin header, made of the socket's handshake: the
+    page's own origin (scheme, host and port, the host one of ALLOWED_HOSTS, a TLS proxy
+    as SECURE_PROXY_SSL_HEADER says) or one of CSRF_TRUSTED_ORIGINS, wildcards included."""
+    if not origin:
         return False
-    own = _own_origin(scope)
-    if own is not None and origin == own:
-        return True
-    if origin in settings.CSRF_TRUSTED_ORIGINS:
-        return True
-    parts = urlsplit(origin)
-    try:
-        netloc = parts.netloc.lower()
-    except ValueError:
-        return False
-    for trusted in settings.CSRF_TRUSTED_ORIGINS:
-        allowed = urlsplit(trusted)
-        wildcard = "*" in allowed.netloc and allowed.scheme == parts.scheme
-        if wildcard and is_same_domain(netloc, allowed.netloc.lstrip("*")):
-            return True
-    return False
+    request = _handshake_request(scope)
+    request.META["HTTP_ORIGIN"] = origin
+    # The very check CSRF makes of an HTTP request; a fresh middleware reads the settings
+    # as they are now.
+    csrf = CsrfViewMiddleware(_no_response)
+    return bool(csrf._origin_verified(request))  # type: ignore[attr-defined]
 
 
-def _own_origin(scope: Scope) -> str | None:
-    """`scheme://host[:port]` of the page that may open this socket, from the Host header
-    (refused unless it is one of ALLOWED_HOSTS, as Django's request.get_host does)."""
-    host = _header(scope, b"host")
-    if not host:
-        return None
-    domain, _port = split_domain_port(host)
-    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-        return None
-    secure = scope.get("scheme") in ("wss", "https")
-    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-    if proxy_header:
-        # Behind a proxy that ends TLS, as Django's request.is_secure() trusts it.
-        name, value = proxy_header
-        wire_name = name.removeprefix("HTTP_").replace("_", "-").lower().encode()
-        forwarded = _header(scope, wire_name)
-        if forwarded is not None:
-            secure = forwarded.split(",")[0].strip() == value
-    return f"{'https' if secure else 'http'}://{host}"
+def _handshake_request(scope: Scope) -> HttpRequest:
+    """The handshake as the HTTP GET it is, for Django's request helpers (get_host,
+    is_secure): ws and wss are http and https there."""
+    scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+    http_scope = {**scope, "type": "http", "method": "GET", "scheme": scheme}
+    http_scope.setdefault("path", "/")
+    return ASGIRequest(http_scope, io.BytesIO())
+
+
+def _no_response(request: HttpRequest) -> HttpResponse:
+    raise AssertionError("the socket's Origin check never calls a view")
+
+
+def scope_credential(scope: Scope) -> SocketCredential:
+    """The credential the middleware below authenticated a socket with."""
+    session = scope.get("session") if scope.get("auth") == "session" else None
+    return SocketCredential(
+        user_id=scope["user"].pk,
+        api_key_id=scope.get("api_key_id") if scope.get("auth") == "api_key" else None,
+        session_key=getattr(session, "session_key", None),
+    )
 
 
 @db_call

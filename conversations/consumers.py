@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -25,7 +24,13 @@ import redis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from accounts.sockets import socket_credential_valid, user_sockets_group
+from accounts.sockets import (
+    SocketCredential,
+    socket_credential_seconds_left,
+    socket_credential_valid,
+    user_sockets_group,
+)
+from accounts.websocket import scope_credential
 from config.async_db import db_call
 from conversations import events, notifications, selectors, services
 from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
@@ -66,7 +71,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
     conversation: Conversation | None = None
     follower: asyncio.Task[None] | None = None
     following: str | None = None
-    credential: "Credential | None" = None
+    credential: SocketCredential | None = None
+    credential_watch: asyncio.Task[None] | None = None
+    closed_unauthenticated = False
 
     # --- connection ------------------------------------------------------------------
 
@@ -85,9 +92,16 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.group = notifications.group_name(self.conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         # Follow the credential: its revocation closes this socket (accounts.sockets).
-        self.credential = _credential(self.scope)
+        self.credential = scope_credential(self.scope)
         self.user_group = user_sockets_group(user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)
+        # Checked again once in the group: a revocation between the handshake's
+        # authentication and joining the group sent its notice to nobody.
+        seconds_left = await _credential_seconds_left(self.credential)
+        if seconds_left is None:
+            await self._close_unauthenticated()
+            return
+        self.credential_watch = asyncio.create_task(self._watch_credential(seconds_left))
         active = await _active_run(self.conversation)
         await self.send_json(
             {
@@ -109,6 +123,8 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             self._follow(str(active.pk), after=None)
 
     async def disconnect(self, code: int) -> None:
+        if self.credential_watch is not None:
+            self.credential_watch.cancel()
         await self._unfollow()
         if self.conversation is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -123,10 +139,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             if handler is None:
                 known = ", ".join(self._handlers())
                 raise FrameError("unknown_type", f"unknown frame type; use one of: {known}")
-            # A notice of revocation may be lost: a frame that reads or writes anything
-            # checks the credential itself first.
-            if frame["type"] != "ping" and not await _credential_valid(self.credential):
-                await self.close(code=CLOSE_UNAUTHENTICATED)
+            # A notice of revocation may be lost: every frame checks the credential
+            # itself first.
+            if not await _credential_valid(self.credential):
+                await self._close_unauthenticated()
                 return
             await handler(frame)
         except FrameError as exc:
@@ -267,8 +283,25 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if (ended and ended == self.credential.session_key) or not await _credential_valid(
             self.credential
         ):
-            await self._unfollow()
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self._close_unauthenticated()
+
+    async def _watch_credential(self, seconds_left: float | None) -> None:
+        """Check again when the session expires, and now and then in case a notice was
+        lost; a credential that no longer holds closes the socket."""
+        while seconds_left is not None:
+            # A moment past the expiry, so the session is over when it is read; never a
+            # busy loop, whatever the setting says.
+            every = max(settings.PARLEY_WS_CREDENTIAL_RECHECK_SECONDS, 0.1)
+            await asyncio.sleep(min(seconds_left + 0.05, every))
+            seconds_left = await _credential_seconds_left(self.credential)
+        await self._close_unauthenticated()
+
+    async def _close_unauthenticated(self) -> None:
+        if self.closed_unauthenticated:
+            return
+        self.closed_unauthenticated = True
+        await self._unfollow()
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     # --- conversation notifications (channel layer) -----------------------------------
 
@@ -281,6 +314,10 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                 # Started from another tab or the API: show it here too.
                 self._follow(run_id, after=None)
         elif body["type"] == notifications.DELETED:
+            # Gone with its owner's account: the credential ended first, as a client sees it.
+            if not await _credential_valid(self.credential):
+                await self._close_unauthenticated()
+                return
             await self.close(code=CLOSE_NOT_FOUND)
 
 
@@ -298,36 +335,18 @@ def _resume_point(scope: dict[str, Any]) -> tuple[str, int | None] | None:
     return run_id, after if after is not None and after >= -1 else None
 
 
-@dataclass(frozen=True)
-class Credential:
-    """What opened a socket: a key, or a session."""
-
-    user_id: int
-    api_key_id: UUID | None
-    session_key: str | None
-
-
-def _credential(scope: dict[str, Any]) -> Credential:
-    session = scope.get("session") if scope.get("auth") == "session" else None
-    return Credential(
-        user_id=scope["user"].pk,
-        api_key_id=scope.get("api_key_id") if scope.get("auth") == "api_key" else None,
-        session_key=getattr(session, "session_key", None),
-    )
-
-
 # --- database access (sync ORM, off the event loop) ----------------------------------------
 
 
 @db_call
-def _credential_valid(credential: Credential | None) -> bool:
-    if credential is None:  # the connection was refused
-        return False
-    return socket_credential_valid(
-        user_id=credential.user_id,
-        api_key_id=credential.api_key_id,
-        session_key=credential.session_key,
-    )
+def _credential_valid(credential: SocketCredential | None) -> bool:
+    # None: the connection was refused before its credential was taken.
+    return credential is not None and socket_credential_valid(credential=credential)
+
+
+@db_call
+def _credential_seconds_left(credential: SocketCredential | None) -> float | None:
+    return None if credential is None else socket_credential_seconds_left(credential=credential)
 
 
 @db_call

@@ -19,6 +19,9 @@ class ValidationFailed(Exception):
     """Input was refused; nothing was stored. Carries every problem found, not just the first."""
 
     problems: list[Problem] = field(default_factory=list)
+    # "invalid_json" when the input is not acceptable JSON at all (syntax, nesting,
+    # numbers, unstorable text), so callers can tell it from a wrong value.
+    code: str = "invalid"
 
     def __str__(self) -> str:
         return "; ".join(str(p) for p in self.problems)

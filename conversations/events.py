@@ -58,6 +58,7 @@ from conversations.event_log import (
     _entry_id,
     _pools,
     _raw,
+    _sequence,
     _text,
     redis_client,
     stream_key,
@@ -116,6 +117,9 @@ def _xread_entries(response: Any) -> list[Any]:
     return list(entries)
 
 
+FURTHEST_POSITION = 2**62
+
+
 def _entry_number(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
@@ -129,13 +133,18 @@ class _Cursor:
     deadline: float | None
     first: bool = True
     done: bool = False
+    # Events at or below this sequence number are the reader's already, by its own word.
+    floor: int = -1
 
     @classmethod
     def start(cls, after: int | None, block_ms: int, timeout: float | None) -> "_Cursor":
         if not 0 < block_ms <= MAX_BLOCK_MS:
             raise ValueError(f"block_ms must be in 1..{MAX_BLOCK_MS}")
         deadline = None if timeout is None else time.monotonic() + timeout
-        return cls("0-0" if after is None else _entry_id(after), block_ms, deadline)
+        if after is None:
+            return cls("0-0", block_ms, deadline)
+        # A position past any log there can be still makes a stream id Redis accepts.
+        return cls(_entry_id(min(after, FURTHEST_POSITION)), block_ms, deadline)
 
     def replay_min(self) -> str:
         # The first page includes the entry at `after`: a finished run then ends the read at once.
@@ -150,14 +159,20 @@ class _Cursor:
         return 0 if left <= 0 else max(1, min(self.block_ms, math.ceil(left * 1000)))
 
     def end_if_past(self, last: list[Any] | None) -> None:
-        """After the replay: a log that already ended, at or before the reader's position
-        (`after` beyond the terminal event), has nothing more to give; waiting would
-        block forever."""
-        if not last or json.loads(_raw(last[0]))["type"] not in TERMINAL_TYPES:
+        """After the replay, for a reader at or past the log's end (`after` beyond it). A
+        log that already ended has nothing more to give: waiting would block forever. A
+        live log (or one not written yet) is read on from its actual end, so its terminal
+        event still ends the read even if it falls below the reader's position; events
+        up to that position are not handed out."""
+        end = _text(last[0][0]) if last else "0-0"
+        # Else the end is new since the replay, and XREAD delivers it.
+        if _entry_number(end) > _entry_number(self.last_id):
             return
-        # Only when that end is not new since the replay: then XREAD delivers it.
-        if _entry_number(_text(last[0][0])) <= _entry_number(self.last_id):
+        if last and json.loads(_raw(last[0]))["type"] in TERMINAL_TYPES:
             self.done = True
+            return
+        self.floor = max(self.floor, _sequence(self.last_id))
+        self.last_id = end
 
     def take(self, entries: Iterable[Any] | None) -> list[Event]:
         """The new events of a page, up to and including a terminal one."""
@@ -168,7 +183,8 @@ class _Cursor:
             # Else it is the event at `after`, fetched only to learn whether the run has ended.
             if entry_id != self.last_id:
                 self.last_id = entry_id
-                events.append(event)
+                if _sequence(entry_id) > self.floor:
+                    events.append(event)
             if event["type"] in TERMINAL_TYPES:
                 self.done = True
                 break
@@ -256,6 +272,20 @@ def event_log_last(run_id: RunId, *, client: redis.Redis | None = None) -> Event
     client = client if client is not None else redis_client()
     last = client.xrevrange(stream_key(run_id), count=1)
     return json.loads(_raw(last[0])) if last else None
+
+
+async def aevent_log_ended_by(run_id: RunId, *, after: int) -> bool:
+    """Whether the run's log ends with its terminal event at or before `after`: a reader
+    at that position has been told everything there will ever be."""
+    client = aioredis.Redis(connection_pool=async_pool())
+    try:
+        last = await client.xrevrange(stream_key(run_id), count=1)
+    finally:
+        await client.aclose()
+    if not last:
+        return False
+    event = json.loads(_raw(last[0]))
+    return bool(event["type"] in TERMINAL_TYPES and event["sequence_number"] <= after)
 
 
 def event_log_ensure_terminal(

@@ -68,7 +68,8 @@ def message_export_dict(message: Message) -> dict[str, Any]:
         "name": message.name or None,
         "created_at": _time(message.created_at),
         "run_id": str(message.run_id) if message.run_id else None,
-        "usage": message.usage,
+        # What the import accepts, so an export always imports back unchanged.
+        "usage": validation.usage_known(message.usage),
         "provider_payload": message.provider_payload,
     }
 
@@ -82,7 +83,8 @@ def _messages(conversation: Conversation) -> Iterator[Message]:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Repaired, so a row stored before text was checked still exports (and imports back).
+    return json.dumps(validation.storable_json(value), ensure_ascii=False)
 
 
 def export_json_chunks(conversation: Conversation) -> Iterator[str]:
@@ -257,12 +259,23 @@ def parse_export(document: bytes | str) -> ParsedExport:
     try:
         data = json_parse(raw, check=False)
     except JsonInputError as exc:
-        raise ValidationFailed([Problem(exc.path, exc.message)]) from None
+        raise ValidationFailed([Problem(exc.path, exc.message)], code="invalid_json") from None
     # Every unstorable text is reported with the rest; too deep a document goes no further.
     unstorable = json_problems(data)
     text_problems = [Problem(p.path, p.message) for p in unstorable]
     if any(is_too_deep(problem) for problem in unstorable):
-        raise ValidationFailed(text_problems)
+        raise ValidationFailed(text_problems, code="invalid_json")
+    try:
+        return _document_parse(raw, data, text_problems)
+    except ValidationFailed as exc:
+        # Text no database can store makes the document unacceptable JSON, as in any body.
+        if text_problems:
+            exc.code = "invalid_json"
+        raise
+
+
+def _document_parse(raw: bytes, data: Any, text_problems: list[Problem]) -> ParsedExport:
+    """The format's checks, with the text problems already found reported first."""
     if not isinstance(data, dict):
         raise ValidationFailed([Problem("$", "must be an object")])
     if data.get("format") != FORMAT:

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from conversations.validation import unstorable_reason
+from conversations.validation import storable_json, unstorable_reason
 
 INT_LIMIT = 2**63 - 1
 
@@ -73,18 +73,30 @@ def json_parse(raw: bytes | str, *, max_depth: int | None = None, check: bool = 
     return value
 
 
+def json_parse_repaired(raw: str, *, max_depth: int | None = None) -> Any:
+    """JSON written by a model (tool call arguments): nesting and numbers are checked as
+    for a client, but its text cannot be refused, so unstorable text is repaired
+    (validation.storable_text) instead. Raises JsonInputError."""
+    value = json_parse(raw, max_depth=max_depth, check=False)
+    too_deep = json_problems(value, max_depth=max_depth, first_only=True, texts=False)
+    if too_deep:
+        raise too_deep[0]
+    return storable_json(value)
+
+
 def json_problems(
-    value: Any, *, max_depth: int | None = None, first_only: bool = False
+    value: Any, *, max_depth: int | None = None, first_only: bool = False, texts: bool = True
 ) -> list[JsonInputError]:
-    """The depth and text problems of a parsed value, in document order. Iterative, so a
-    deep value cannot exhaust the recursion here; nothing below the depth limit is read."""
+    """The depth and (unless texts=False) text problems of a parsed value, in document
+    order. Iterative, so a deep value cannot exhaust the recursion here; nothing below the
+    depth limit is read."""
     limit = settings.PARLEY_JSON_MAX_DEPTH if max_depth is None else max_depth
     found: list[JsonInputError] = []
     stack: list[tuple[Any, str, int]] = [(value, "$", 0)]
     while stack and not (first_only and found):
         item, path, depth = stack.pop()
         if isinstance(item, str):
-            found += _text_problems(item, path)
+            found += _text_problems(item, path) if texts else []
         elif isinstance(item, dict | list):
             if depth >= limit:
                 found.append(JsonInputError(path, f"nesting is deeper than {limit} levels"))
@@ -93,7 +105,7 @@ def json_problems(
             if isinstance(item, dict):
                 for key, child in item.items():
                     child_path = f"{path}.{_safe(key)[:64]}"
-                    found += _text_problems(key, child_path)
+                    found += _text_problems(key, child_path) if texts else []
                     children.append((child, child_path, depth + 1))
             else:
                 children = [(child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item)]

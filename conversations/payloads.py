@@ -4,6 +4,7 @@ from typing import Any
 
 from conversations.exchange import message_export_dict
 from conversations.models import Conversation, Message, Run
+from conversations.validation import usage_known
 
 
 def run_payload(run: Run) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def message_row_payload(row: dict[str, Any]) -> dict[str, Any]:
         "name": row["name"] or None,
         "created_at": row["created_at"].isoformat(),
         "run_id": str(row["run_id"]) if row["run_id"] else None,
-        "usage": row["usage"],
+        "usage": usage_known(row["usage"]),
         "provider_payload": row["provider_payload"],
         "conversation_id": str(row["conversation_id"]),
     }

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import BigIntegerField, Count, F, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Case, Count, F, Q, QuerySet, Sum, Value, When
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
@@ -58,10 +58,11 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         padded = cursor + "=" * (-len(cursor) % 4)
         stamp, key = json_parse(base64.urlsafe_b64decode(padded), max_depth=2)
         when = datetime.fromisoformat(stamp)
-        if when.tzinfo is None:
-            raise ValueError("naive time")
-        return when, UUID(key)
-    except (ValueError, TypeError, binascii.Error):
+        if when.tzinfo is None or not isinstance(key, str):
+            raise ValueError("naive time or no id")
+        # In UTC here: a time at the edge of the calendar would overflow in the query.
+        return when.astimezone(UTC), UUID(key)
+    except (ValueError, TypeError, OverflowError, binascii.Error):
         raise ValidationFailed([Problem("$.cursor", "is not a valid page cursor")]) from None
 
 
@@ -316,6 +317,10 @@ def run_get_for_user(*, user: User, run_id: UUID | str) -> Run:
     return Run.objects.select_related("conversation").get(pk=key, conversation__owner=user)
 
 
+def run_exists(*, run_id: UUID | str) -> bool:
+    return Run.objects.filter(pk=run_id).exists()
+
+
 # --- Admin reads (moderation, usage). Callers check staff permissions first. ------------
 
 
@@ -341,8 +346,27 @@ def transcript_page(*, conversation: Conversation, page: int, per_page: int) -> 
     return TranscriptPage(messages=messages, number=number, pages=pages)
 
 
+# A stored count the usage figures add up: a JSON number (the range test leaves out
+# strings, objects and arrays, which JSON orders apart from numbers) written as at most
+# 13 digits (providers' counts are capped at 2**40). Anything else (written before counts
+# were checked, or by hand) counts as not reported, so no row can make a sum fail,
+# overflow or lie wildly.
+_SUMMABLE_COUNT = Q(
+    usage__total_tokens__gte=0,
+    usage__total_tokens__lt=10**13,
+    usage__total_tokens__regex=r"^[0-9]{1,13}$",
+)
+
+
 def _tokens() -> Coalesce:
-    total = Cast(KeyTextTransform("total_tokens", "usage"), BigIntegerField())
+    total = Case(
+        When(
+            _SUMMABLE_COUNT,
+            then=Cast(KeyTextTransform("total_tokens", "usage"), BigIntegerField()),
+        ),
+        default=Value(0),
+        output_field=BigIntegerField(),
+    )
     return Coalesce(Sum(total), 0)
 
 

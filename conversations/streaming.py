@@ -38,6 +38,7 @@ from conversations.llm.base import (
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
+    storable_event,
 )
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,8 @@ class ReplyStream:
         live = _live_replies()
         live.add(self)
         try:
-            async for event in stream:
+            async for raw in stream:
+                event = storable_event(raw)
                 result.reply.add(event)
                 if isinstance(event, TextDelta):
                     await writer.amessage_delta(self.message_id, event.text)
@@ -280,7 +282,7 @@ def stream_collect(
     async def collect() -> StreamAccumulator:
         reply = StreamAccumulator()
         async for event in provider.stream(model=model, messages=messages, tools=tools):
-            reply.add(event)
+            reply.add(storable_event(event))
         return reply
 
     return loop_run(collect())

@@ -54,7 +54,7 @@ def storable_json(value: Any) -> Any:
         return storable_text(value)
     if isinstance(value, dict):
         return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [storable_json(item) for item in value]
     return value
 
@@ -140,6 +140,8 @@ def _unencodable(text: str) -> bool:
 # counts, and OpenAI's breakdowns of them.
 USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 USAGE_BREAKDOWNS = ("prompt_tokens_details", "completion_tokens_details")
+# Fields one breakdown may have (OpenAI reports two to four).
+USAGE_BREAKDOWN_MAX_FIELDS = 16
 
 
 def usage_problems(value: Any, *, path: str) -> list[Problem]:
@@ -159,8 +161,13 @@ def usage_problems(value: Any, *, path: str) -> list[Problem]:
             if not isinstance(item, dict):
                 problems.append(Problem(item_path, f"must be an object, not {type_name(item)}"))
                 continue
+            if len(item) > USAGE_BREAKDOWN_MAX_FIELDS:
+                problems.append(
+                    Problem(item_path, f"has more than {USAGE_BREAKDOWN_MAX_FIELDS} fields")
+                )
+                continue
             for part, count in item.items():
-                if _unencodable(str(part)) or not str(part).isidentifier():
+                if not _usage_part_name(part):
                     problems.append(Problem(key_path(item_path, part), "is not a usage field"))
                 else:
                     problems += _token_count_problems(count, path=key_path(item_path, part))
@@ -168,6 +175,30 @@ def usage_problems(value: Any, *, path: str) -> list[Problem]:
             known = ", ".join((*USAGE_COUNTS, *USAGE_BREAKDOWNS))
             problems.append(Problem(item_path, f"is not a usage field; known fields: {known}"))
     return problems
+
+
+def usage_known(value: Any) -> dict[str, Any] | None:
+    """The part of a stored usage an export carries: exactly what an import accepts, so
+    export -> import -> export gives the same document. Fields some providers add beyond
+    the counts and their breakdowns (or counts no import would take) are left out."""
+    if not isinstance(value, dict):
+        return None
+    known: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in USAGE_COUNTS and not _token_count_problems(item, path=""):
+            known[key] = item
+        elif key in USAGE_BREAKDOWNS and isinstance(item, dict):
+            parts = [
+                (part, count)
+                for part, count in item.items()
+                if _usage_part_name(part) and not _token_count_problems(count, path="")
+            ]
+            known[key] = dict(parts[:USAGE_BREAKDOWN_MAX_FIELDS])
+    return known
+
+
+def _usage_part_name(part: Any) -> bool:
+    return isinstance(part, str) and not _unencodable(part) and part.isidentifier()
 
 
 def _token_count_problems(value: Any, *, path: str) -> list[Problem]:

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from web.forms import LoginForm
+from web.forms import GuardedPasswordChangeForm, LoginForm
 from web.security import strict_csp
 from web.views import accounts, chat
 
@@ -15,9 +15,12 @@ urlpatterns = [
     path(
         "accounts/password/",
         strict_csp(
-            auth_views.PasswordChangeView.as_view(
-                template_name="web/password_change.html",
-                success_url=reverse_lazy("web:password-done"),
+            accounts.login_lock_status(
+                auth_views.PasswordChangeView.as_view(
+                    template_name="web/password_change.html",
+                    success_url=reverse_lazy("web:password-done"),
+                    form_class=GuardedPasswordChangeForm,
+                )
             )
         ),
         name="password-change",
@@ -39,10 +42,12 @@ auth_urlpatterns = [
     path(
         "accounts/login/",
         strict_csp(
-            auth_views.LoginView.as_view(
-                template_name="web/login.html",
-                redirect_authenticated_user=True,
-                authentication_form=LoginForm,
+            accounts.login_lock_status(
+                auth_views.LoginView.as_view(
+                    template_name="web/login.html",
+                    redirect_authenticated_user=True,
+                    authentication_form=LoginForm,
+                )
             )
         ),
         name="login",

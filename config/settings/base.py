@@ -15,6 +15,8 @@ DEBUG = env_bool("DEBUG", default=False)
 SECRET_KEY = env_str("SECRET_KEY")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# A refused CSRF token is JSON on /api/ paths, the site's page elsewhere.
+CSRF_FAILURE_VIEW = "conversations.api.errors.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",
@@ -121,11 +123,15 @@ AUTHENTICATION_BACKENDS = [
     "accounts.login_guard.LoginLockBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Wrong passwords allowed per account and per client address within the window, after
-# which even the right one is refused until the window ends (web, admin and API log-in).
+# Wrong passwords allowed per account and per client address within the window; the
+# next attempt locks the account or address for the window, refusing even the right
+# password (web, admin and API log-in, password change).
 PARLEY_LOGIN_MAX_FAILURES = env_int("PARLEY_LOGIN_MAX_FAILURES", 10)
 PARLEY_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("PARLEY_LOGIN_MAX_FAILURES_PER_ADDRESS", 50)
 PARLEY_LOGIN_LOCK_SECONDS = env_int("PARLEY_LOGIN_LOCK_SECONDS", 15 * 60)
+# How many proxies in front append to X-Forwarded-For: the client's address is read that
+# many entries from the header's right end (0: the peer's address, the header ignored).
+PARLEY_TRUSTED_PROXY_COUNT = env_int("PARLEY_TRUSTED_PROXY_COUNT", 0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -164,6 +170,9 @@ CHANNEL_LAYERS = channel_layers_config(REDIS_URL)
 PARLEY_REDIS_MAX_CONNECTIONS = env_int("PARLEY_REDIS_MAX_CONNECTIONS", 50)
 # Websocket frames larger than this are refused with an error event.
 PARLEY_WS_MAX_FRAME_BYTES = env_int("PARLEY_WS_MAX_FRAME_BYTES", 256 * 1024)
+# An open socket checks its credential again at least this often (and when its session
+# expires), in case a notice of revocation was lost on the way.
+PARLEY_WS_CREDENTIAL_RECHECK_SECONDS = env_int("PARLEY_WS_CREDENTIAL_RECHECK_SECONDS", 300)
 
 # --- Celery: one task = one step of a run (conversations/runner.py) -------------------------
 CELERY_BROKER_URL = REDIS_URL
@@ -211,9 +220,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["conversations.api.renderers.StorableJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["conversations.api.parsers.StrictJSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["conversations.api.throttles.UserThrottle"],
+    # Anonymous throttles read the client's address as the log-in limits do.
+    "NUM_PROXIES": PARLEY_TRUSTED_PROXY_COUNT,
     "EXCEPTION_HANDLER": "conversations.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # `?format=` selects the export format, not a renderer.

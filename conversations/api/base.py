@@ -4,6 +4,7 @@ import functools
 import hashlib
 import inspect
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -12,16 +13,20 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import services as account_services
 from conversations.api.errors import ApiError
+from conversations.api.renderers import StorableJSONRenderer
+from conversations.validation import key_path, unstorable_reason
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
 REPLAYED_HEADER = "Idempotent-Replayed"
+# On a replay: the answer's fields that held a secret, shown once and never stored.
+WITHHELD_HEADER = "Idempotent-Withheld"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,14 +40,16 @@ class ApiView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        for name, value in request.query_params.items():
-            # Query text reaches database lookups, and no database matches a NUL.
-            if "\x00" in value or "\x00" in name:
+        for name, values in request.query_params.lists():
+            # Query text reaches database lookups and is echoed in `next` links: the same
+            # rule as for stored text (no NUL, no unpaired surrogate).
+            reason = next(filter(None, map(unstorable_reason, [name, *values])), None)
+            if reason:
                 raise ApiError(
                     400,
                     "invalid",
-                    "Query parameters must not contain NUL characters.",
-                    {"problems": [{"path": "$.query", "message": "contains a NUL character"}]},
+                    f"Query parameter {key_path('$.query', name)!r} {reason}.",
+                    {"problems": [{"path": key_path("$.query", name), "message": reason}]},
                 )
         limit = self.body_limit()
         if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
@@ -104,16 +111,16 @@ def int_param(request: Request, name: str, default: int, *, minimum: int = 0) ->
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = minimum - 1
+    # Plain decimal digits only: int() would also take "1_000", " 5" and other scripts'
+    # digits, and any number of them.
+    value = int(raw) if _INTEGER.fullmatch(raw) else minimum - 1
     if value < minimum:
+        message = f"must be a whole number of at least {minimum}"
         raise ApiError(
             400,
             "invalid",
-            f"Query parameter {name!r} must be an integer of at least {minimum}.",
-            {"problems": [{"path": f"$.query.{name}", "message": f"must be >= {minimum}"}]},
+            f"Query parameter {name!r} {message}.",
+            {"problems": [{"path": f"$.query.{name}", "message": message}]},
         )
     return value
 
@@ -155,27 +162,35 @@ def _begin(request: Request) -> Any:
         ) from None
 
 
-def _replay(record: Any) -> Response:
+def _replay(view: APIView, record: Any) -> Response:
+    if not getattr(view, "idempotency_keeps_answer", True):
+        raise ApiError(
+            409,
+            "idempotency_answer_not_kept",
+            f"A request with this {IDEMPOTENCY_HEADER} was already answered, and this "
+            "endpoint keeps nothing of its answers, so it cannot be sent again. Send the "
+            f"request again with a new {IDEMPOTENCY_HEADER}.",
+        )
     response = Response(record.body, status=record.status_code)
     response[REPLAYED_HEADER] = "true"
+    withheld = getattr(view, "idempotency_withheld", ())
+    if withheld:
+        response[WITHHELD_HEADER] = ", ".join(withheld)
     return response
 
 
-def secret_fields_mark(response: Response, *names: str) -> Response:
-    """Name the fields of an answer that hold a secret: a repeat of the request gets them
-    as null, because the stored answer never holds a secret."""
-    response.secret_fields = names  # type: ignore[attr-defined]
-    return response
-
-
-def _finish(record: Any, response: Any) -> None:
-    """Successful answers are kept for repeats; a failed request frees its key, so the
-    client may fix the problem (or wait out a conflict) and retry with the same key."""
+def _finish(view: APIView, record: Any, response: Any) -> None:
+    """Successful answers are kept for repeats, without what must never be stored: the
+    fields a view names in `idempotency_withheld` (secrets, stored as null) or the whole
+    answer when the view sets `idempotency_keeps_answer = False`. A failed request frees
+    its key, so the client may fix the problem (or wait out a conflict) and retry."""
     if isinstance(response, Response) and 200 <= response.status_code < 300:
-        body = json.loads(JSONRenderer().render(response.data) or b"null")
-        secrets = getattr(response, "secret_fields", ())
-        if secrets and isinstance(body, dict):
-            body = {**body, **dict.fromkeys(secrets)}
+        body = None
+        if getattr(view, "idempotency_keeps_answer", True):
+            body = json.loads(StorableJSONRenderer().render(response.data) or b"null")
+            withheld = getattr(view, "idempotency_withheld", ())
+            if withheld and isinstance(body, dict):
+                body = {**body, **dict.fromkeys(withheld)}
         account_services.idempotency_complete(
             record=record, status_code=response.status_code, body=body
         )
@@ -193,13 +208,13 @@ def idempotent(handler: F) -> F:
             if record is None:
                 return await handler(view, request, *args, **kwargs)
             if record.completed_at is not None:
-                return _replay(record)
+                return _replay(view, record)
             try:
                 response = await handler(view, request, *args, **kwargs)
             except BaseException:
                 await sync_to_async(account_services.idempotency_release)(record=record)
                 raise
-            await sync_to_async(_finish)(record, response)
+            await sync_to_async(_finish)(view, record, response)
             return response
 
         return async_wrapper  # type: ignore[return-value]
@@ -210,13 +225,13 @@ def idempotent(handler: F) -> F:
         if record is None:
             return handler(view, request, *args, **kwargs)
         if record.completed_at is not None:
-            return _replay(record)
+            return _replay(view, record)
         try:
             response = handler(view, request, *args, **kwargs)
         except BaseException:
             account_services.idempotency_release(record=record)
             raise
-        _finish(record, response)
+        _finish(view, record, response)
         return response
 
     return wrapper  # type: ignore[return-value]

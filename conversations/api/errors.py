@@ -6,11 +6,15 @@ answer for /api/ paths that no view handles, so a client never has to parse HTML
 
 import logging
 import math
+from collections.abc import Callable, Iterable
+from functools import wraps
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.views import defaults
+from django.http.response import HttpResponseBase
+from django.views import csrf, defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -60,12 +64,12 @@ def drf_problems(detail: Any, path: str = "$") -> list[Problem]:
     return [Problem(path, str(detail))]
 
 
-def _invalid(problems: list[Problem]) -> Response:
+def _invalid(problems: list[Problem], code: str = "invalid") -> Response:
     first = problems[0] if problems else None
     message = f"Invalid request: {first}." if first else "Invalid request."
     if len(problems) > 1:
         message = f"Invalid request: {first} (and {len(problems) - 1} more)."
-    return Response(error_body("invalid", message, problems_details(problems)), status=400)
+    return Response(error_body(code, message, problems_details(problems)), status=400)
 
 
 _DRF_CODES = {
@@ -84,7 +88,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, ApiError):
         return Response(error_body(exc.error_code, str(exc.detail), exc.details), exc.status_code)
     if isinstance(exc, ValidationFailed):
-        return _invalid(exc.problems)
+        return _invalid(exc.problems, exc.code)
     if isinstance(exc, exceptions.ValidationError):
         return _invalid(drf_problems(exc.detail))
     if isinstance(exc, Http404 | ObjectDoesNotExist):
@@ -100,13 +104,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, exceptions.Throttled):
         raw_wait = getattr(exc, "wait", None)
         wait = math.ceil(raw_wait) if raw_wait is not None else None
+        message = "Too many requests; slow down." + (
+            f" Retry in {wait} seconds." if wait is not None else ""
+        )
+        if exc.get_codes() == "login_locked":  # the password cap says what is locked
+            message = str(exc.detail)
         response = Response(
-            error_body(
-                "throttled",
-                "Too many requests; slow down."
-                + (f" Retry in {wait} seconds." if wait is not None else ""),
-                {"retry_after": wait} if wait is not None else None,
-            ),
+            error_body("throttled", message, {"retry_after": wait} if wait is not None else None),
             status=429,
         )
         if wait is not None:
@@ -133,9 +137,48 @@ def _message(detail: Any) -> str:
     return str(detail)
 
 
+# Exempt: it changes nothing, and a POST to a path that does not exist is a 404, not the
+# refusal of a CSRF token.
+@csrf_exempt
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Any /api/ path that matches no endpoint."""
     return JsonResponse(error_body("not_found", "No such endpoint."), status=404)
+
+
+def method_not_allowed(method: str, allowed: Iterable[str]) -> JsonResponse:
+    allow = ", ".join(allowed)
+    response = JsonResponse(
+        error_body("method_not_allowed", f"Method {method} not allowed; use {allow}."),
+        status=405,
+    )
+    response["Allow"] = allow
+    return response
+
+
+View = Callable[..., HttpResponseBase]
+
+
+def read_only(view: View) -> View:
+    """Only GET, HEAD and OPTIONS reach `view` (the schema and the API docs); any other
+    method gets the API's JSON 405, whatever the page's own renderer would have said."""
+    allowed = ("GET", "HEAD", "OPTIONS")
+
+    @csrf_exempt
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.method not in allowed:
+            return method_not_allowed(str(request.method), allowed)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """Django's CSRF refusal: JSON on /api/ paths, the site's page elsewhere."""
+    if request.path.startswith("/api/"):
+        # The code and wording of DRF's own CSRF refusal on the API's other endpoints.
+        return JsonResponse(error_body("permission_denied", f"CSRF Failed: {reason}"), status=403)
+    return csrf.csrf_failure(request, reason=reason)
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -13,8 +13,10 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     required=False,
     description=(
         "Any unique string (a UUID). A repeat with the same key and body within 24 hours gets "
-        "the first answer again (header `Idempotent-Replayed: true`); 409 while the first is "
-        "still running; 422 if the body differs."
+        "the first answer again (header `Idempotent-Replayed: true`), without any secret it "
+        "held (those fields are null and named in `Idempotent-Withheld`); 409 while the first "
+        "is still running, or when the endpoint keeps nothing of its answers (stateless chat); "
+        "422 if the body differs."
     ),
 )
 

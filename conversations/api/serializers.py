@@ -95,6 +95,10 @@ class ApiKeyIn(StrictSerializer):
     name = StrictCharField(max_length=100)
 
 
+class NoFieldsIn(StrictSerializer):
+    """A request that takes no fields: anything sent is an unknown field."""
+
+
 # --- output ----------------------------------------------------------------------------
 
 

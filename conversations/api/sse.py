@@ -3,23 +3,26 @@
 An async view: while it waits for the next event it holds no worker thread and no
 database connection, only one Redis connection blocked in XREAD. `id:` is the event's
 sequence number, so a browser's EventSource resumes by itself with Last-Event-ID; the
-response ends after the run's terminal event. A finished run whose log has expired is a 410:
+response ends after the run's terminal event. A position at or past the terminal event is a
+204, which stops an EventSource reconnecting. A finished run whose log has expired is a 410:
 waiting on it would send keep-alives forever, and a 410 also stops EventSource reconnecting.
 """
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from uuid import UUID
 
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from accounts.selectors import user_for_authorization
 from config.async_db import db_call
 from conversations import events, selectors
+from conversations.api.errors import method_not_allowed
 from conversations.models import Run
 
 HEARTBEAT_SECONDS = 15.0
@@ -56,7 +59,7 @@ def _after(request: HttpRequest) -> int | None:
 
 async def with_heartbeats(
     source: AsyncIterator[dict[str, Any]], interval: float
-) -> AsyncIterator[dict[str, Any] | None]:
+) -> AsyncGenerator[dict[str, Any] | None]:
     """Items from `source`, and None whenever `interval` passes without one."""
     iterator = aiter(source)
     pending = asyncio.ensure_future(anext(iterator))
@@ -84,11 +87,18 @@ def sse_format(event: dict[str, Any]) -> str:
 async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
     # Browsers reconnect after this many milliseconds if the connection drops.
     yield "retry: 2000\n\n"
-    async for event in with_heartbeats(
-        events.events_follow(run_id, after=after), HEARTBEAT_SECONDS
-    ):
-        # A comment line keeps idle proxies from closing the connection.
-        yield ": keep-alive\n\n" if event is None else sse_format(event)
+    source = with_heartbeats(events.events_follow(run_id, after=after), HEARTBEAT_SECONDS)
+    async with contextlib.aclosing(source) as beats:
+        async for event in beats:
+            if event is not None:
+                yield sse_format(event)
+            elif await db_call(selectors.run_exists)(run_id=run_id):
+                # A comment line keeps idle proxies from closing the connection.
+                yield ": keep-alive\n\n"
+            else:
+                # Deleted without its log being ended (deleting a conversation ends it):
+                # the stream ends, and the browser's reconnect gets a 404 and stops.
+                return
 
 
 # Only GET does anything; exempt from CSRF so that a POST with a session cookie gets the
@@ -96,11 +106,7 @@ async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
 @csrf_exempt
 async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     if request.method not in ("GET", "HEAD"):
-        refusal = _error(
-            405, "method_not_allowed", f"Method {request.method} not allowed; use GET."
-        )
-        refusal["Allow"] = "GET, HEAD"
-        return refusal
+        return method_not_allowed(str(request.method), ("GET", "HEAD"))
     user = await _user(request)
     if user is None:
         return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")
@@ -119,6 +125,10 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
             f"its messages (GET /api/v1/conversations/{run.conversation_id}/messages/) instead."
         )
         return _error(410, "events_expired", message)
+    if after is not None and await events.aevent_log_ended_by(run.pk, after=after):
+        # Nothing will ever follow: 204 is the answer that stops an EventSource from
+        # reconnecting (it reconnects after every stream that ends, the complete ones too).
+        return HttpResponse(status=204)
     response = StreamingHttpResponse(_stream(str(run.pk), after), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -63,10 +63,8 @@ class StrictSerializer(serializers.Serializer):
             unknown = sorted(str(name) for name in data if name not in self.fields)
             if unknown:
                 known = ", ".join(self.fields)
+                hint = f"known fields: {known}" if known else "it takes no fields"
                 raise serializers.ValidationError(
-                    {
-                        name: [f"is not a field of this request; known fields: {known}"]
-                        for name in unknown
-                    }
+                    {name: [f"is not a field of this request; {hint}"] for name in unknown}
                 )
         return super().to_internal_value(data)

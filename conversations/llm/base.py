@@ -8,8 +8,11 @@ reply spent most of its CPU handing the GIL around.
 """
 
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+
+from conversations import validation
+from conversations.validation import storable_json, storable_text
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,31 @@ class Finished:
 StreamEvent = TextDelta | ToolCallStarted | ToolCallArgumentsDelta | UsageReported | Finished
 
 
+def storable_event(event: StreamEvent) -> StreamEvent:
+    """The event with every text made storable, whatever the provider: a model's text
+    cannot be refused, so NUL and lone surrogates are repaired (validation.storable_text)
+    and ids and names are cut to what their columns hold, before anything is streamed to
+    readers, put in the event log or stored. The cut is the same for every event of a
+    call, so its arguments still find it."""
+    if isinstance(event, TextDelta):
+        return TextDelta(storable_text(event.text))
+    if isinstance(event, ToolCallStarted):
+        return replace(event, call_id=_call_id(event.call_id), name=_tool_name(event.name))
+    if isinstance(event, ToolCallArgumentsDelta):
+        return ToolCallArgumentsDelta(_call_id(event.call_id), storable_text(event.delta))
+    if isinstance(event, UsageReported):
+        return replace(event, details=storable_json(event.details))
+    return Finished(storable_text(event.reason))
+
+
+def _call_id(call_id: str) -> str:
+    return storable_text(call_id)[: validation.TOOL_CALL_ID_MAX]
+
+
+def _tool_name(name: str) -> str:
+    return storable_text(name)[: validation.TOOL_NAME_MAX]
+
+
 class ProviderError(Exception):
     """A model call failed. `code` becomes the run's error code.
 
@@ -68,6 +96,8 @@ class ProviderError(Exception):
     """
 
     def __init__(self, code: str, message: str) -> None:
+        # The message may quote the model server, and it is stored with the failed run.
+        message = storable_text(message)
         super().__init__(message)
         self.code = code
         self.message = message

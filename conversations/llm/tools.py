@@ -33,6 +33,7 @@ from django.db import connections, transaction
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import to_jsonable_python
 
+from conversations.json_input import JsonInputError, json_parse_repaired
 from conversations.validation import storable_text, type_name
 
 if TYPE_CHECKING:
@@ -344,9 +345,11 @@ def tool_execute(
         )
 
     try:
-        # Some models send an empty string for a call without arguments.
-        raw = json.loads(arguments) if arguments.strip() else {}
-    except (json.JSONDecodeError, TypeError, AttributeError) as exc:
+        # Some models send an empty string for a call without arguments. Deep nesting and
+        # NaN are refused like a client's; unstorable text is repaired, so a tool never
+        # receives a string the database would refuse.
+        raw = json_parse_repaired(arguments) if arguments.strip() else {}
+    except (JsonInputError, TypeError, AttributeError) as exc:
         return _error(f"Invalid JSON in the arguments for {name}: {exc}. Send a JSON object.")
     if not isinstance(raw, dict):
         return _error(f"The arguments for {name} must be a JSON object, not {type_name(raw)}.")

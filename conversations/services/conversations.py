@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.services import idempotency_answers_forget
 from conversations import notifications, validation
 from conversations.errors import Problem
 from conversations.models import Conversation, default_tools
@@ -110,4 +111,8 @@ def conversation_delete(*, conversation: Conversation) -> None:
     with transaction.atomic():
         runs_end_with_conversations(conversation_ids=[conversation_id])
         conversation.delete()
+        # Answers kept for Idempotency-Key repeats may quote it: they go with it.
+        idempotency_answers_forget(
+            owner_ids=[conversation.owner_id], mentioning=[str(conversation_id)]
+        )
         notifications.notify(conversation_id, notifications.DELETED)

@@ -17,6 +17,7 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import User
+from accounts.services import idempotency_answers_forget
 from conversations import notifications
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import AuditEvent, Conversation, Run
@@ -102,6 +103,10 @@ def _page_delete(page: list[tuple[UUID, int]]) -> None:
     ids = [pk for pk, _ in page]
     runs_end_with_conversations(conversation_ids=ids)
     Conversation.objects.filter(pk__in=ids).delete()
+    # Answers kept for Idempotency-Key repeats may quote them: they go with them.
+    idempotency_answers_forget(
+        owner_ids={owner_id for _, owner_id in page}, mentioning=[str(pk) for pk in ids]
+    )
     for pk in ids:
         notifications.notify(pk, notifications.DELETED)
 

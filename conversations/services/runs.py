@@ -8,11 +8,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from conversations import events, notifications
+from conversations import events, notifications, validation
 from conversations.cancel_flags import cancel_flag_raise
 from conversations.errors import Conflict, Problem, ValidationFailed
 from conversations.models import Conversation, Message, Run
 from conversations.payloads import run_payload
+from conversations.services.common import raise_if
 from conversations.services.messages import user_message_append
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ def run_start(
         raise ValidationFailed(
             [Problem("$.client_id", f"must be a string of at most {CLIENT_ID_MAX} characters")]
         )
+    # Stored with the run and looked up: the same rule as every other stored text.
+    raise_if(validation.text_problems(client_id, path="$.client_id", max_chars=CLIENT_ID_MAX))
     if client_id:
         earlier = _run_for_client_id(conversation=conversation, client_id=client_id)
         if earlier is not None:

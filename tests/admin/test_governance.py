@@ -213,3 +213,35 @@ def test_imported_and_forked_messages_never_count_as_the_users_own_usage(moderat
     # The copies keep their usage, so an export of them still says what it said.
     copied = Message.objects.filter(copied=True, role="assistant")
     assert sorted((m.usage or {})["total_tokens"] for m in copied) == [15, 9_000_000]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        2**63 - 1,
+        10**30,
+        -5,
+        1.5,
+        1e300,
+        "12",
+        "abc",
+        True,
+        {"nested": 1},
+        [3],
+        None,
+    ],
+)
+def test_the_usage_dashboard_survives_any_stored_count(moderator, owner, outsider, stored):
+    """Counts written before they were checked (or by hand) can neither break nor
+    falsify the sums: a count that is not a sane whole number counts as not reported."""
+    chat(owner, turns=1)  # 15 tokens
+    bad = chat(outsider, turns=2)  # 30 tokens, about to be spoiled
+    for message in Message.objects.filter(conversation=bad, role="assistant"):
+        Message.objects.filter(pk=message.pk).update(usage={"total_tokens": stored})
+    response = client_for(moderator).get(USAGE)
+    assert response.status_code == 200
+    assert response.context["totals"]["tokens"] == 15
+    today = timezone.now().date()
+    users = selectors.usage_by_user(start=today, end=today)
+    assert [(u.username, u.tokens) for u in users] == [("alice", 15), ("mallory", 0)]
+    assert [d.tokens for d in selectors.usage_by_day(start=today, end=today)] == [15]

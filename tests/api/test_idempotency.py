@@ -1,13 +1,17 @@
 """Idempotency-Key on POST: replay, in flight, a different body, per user, expiry."""
 
+import base64
 import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from accounts.models import ApiKey, IdempotencyRecord
+from conversations import stateless
+from conversations.llm.base import Finished, TextDelta
 from conversations.models import Conversation, Message
 from tests.api.conftest import error_of
 
@@ -126,25 +130,142 @@ def create_key(client, idempotency_key):
     )
 
 
+def stored_text_everywhere() -> str:
+    """Every row of every table, as text: where a secret must not be."""
+    rows = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+            rows += [repr(row) for row in cursor.fetchall()]
+    return "\n".join(rows)
+
+
+def secret_parts(secret: str) -> list[str]:
+    """The whole secret and its private part (after the public prefix)."""
+    return [secret, secret.split("_", 2)[2]]
+
+
 def test_an_api_key_secret_is_never_stored_and_a_replay_answers_without_it(api, owner):
     first = create_key(api, "key-1")
     assert first.status_code == 201
     secret = first.json()["key"]
     assert secret.startswith("prl_")
-    # Nothing kept for the replay holds the secret, nor any part past the public prefix.
-    for record in IdempotencyRecord.objects.all():
-        assert secret not in str(record.body)
-        assert secret[len(first.json()["prefix"]) :] not in str(record.body)
+    assert "Idempotent-Withheld" not in first
+    everything = stored_text_everywhere()
+    assert IdempotencyRecord.objects.filter(key="key-1").exists()
+    for part in secret_parts(secret):
+        assert part not in everything
     again = create_key(api, "key-1")
     assert again.status_code == 201
     assert again["Idempotent-Replayed"] == "true"
+    assert again["Idempotent-Withheld"] == "key"
     assert again.json() == {**first.json(), "key": None}
     assert ApiKey.objects.filter(owner=owner).count() == 1
+    # The secret shown once still works; the replay did not make another.
+    keyed = APIClient()
+    keyed.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert keyed.get("/api/v1/api-keys/").status_code == 200
 
 
-def test_a_replay_after_the_key_was_revoked_still_holds_no_secret(api, owner):
+def test_a_replay_after_the_key_was_revoked_answers_the_creation_without_the_secret(api, owner):
     first = create_key(api, "key-2").json()
     assert api.delete(f"/api/v1/api-keys/{first['id']}/").status_code == 204
     again = create_key(api, "key-2")
-    assert again.json()["key"] is None
-    assert first["key"] not in again.content.decode()
+    assert again.status_code == 201
+    assert again["Idempotent-Withheld"] == "key"
+    assert again.json() == {**first, "key": None}
+    for part in secret_parts(first["key"]):
+        assert part not in again.content.decode()
+        assert part not in stored_text_everywhere()
+    assert ApiKey.objects.get(pk=first["id"]).revoked_at is not None
+
+
+def test_a_key_made_with_a_password_stores_neither_secret_nor_password(owner):
+    client = APIClient()
+    client.credentials(
+        HTTP_AUTHORIZATION="Basic " + base64.b64encode(b"alice:pw-alice-123").decode()
+    )
+    first = create_key(client, "key-3")
+    assert first.status_code == 201
+    everything = stored_text_everywhere()
+    for part in [*secret_parts(first.json()["key"]), "pw-alice-123"]:
+        assert part not in everything
+    assert create_key(client, "key-3").json()["key"] is None
+
+
+def test_another_user_with_the_same_idempotency_key_gets_a_key_of_their_own(api, as_user, outsider):
+    mine = create_key(api, "shared").json()
+    theirs = create_key(as_user(outsider), "shared")
+    assert theirs.status_code == 201
+    assert "Idempotent-Replayed" not in theirs
+    assert theirs.json()["id"] != mine["id"]
+    assert theirs.json()["key"] not in (None, mine["key"])
+    assert ApiKey.objects.get(pk=theirs.json()["id"]).owner == outsider
+
+
+class OneReply:
+    name = "echo"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(self, *, model, messages, tools):
+        self.calls += 1
+        yield TextDelta("a private reply")
+        yield Finished("stop")
+
+
+def test_stateless_chat_keeps_nothing_for_a_repeat(api, monkeypatch):
+    """Stateless chat stores nothing, the idempotency table included: a repeat is refused
+    instead of answered, and the model is not called again."""
+    provider = OneReply()
+    monkeypatch.setattr(stateless, "provider_get", lambda: provider)
+    body = {"messages": [{"role": "user", "content": "a private question"}]}
+    url = "/api/v1/stateless/chat/"
+    first = api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="s-1")
+    assert first.status_code == 200
+    assert first.json()["reply"] == "a private reply"
+    everything = stored_text_everywhere()
+    for text in ("a private reply", "a private question", first.json()["state"]):
+        assert text not in everything
+    again = api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="s-1")
+    assert again.status_code == 409
+    assert error_of(again)["code"] == "idempotency_answer_not_kept"
+    assert provider.calls == 1
+    # The same key with another body is still a client bug, and a new key works.
+    other = {"messages": [{"role": "user", "content": "another"}]}
+    assert api.post(url, other, format="json", HTTP_IDEMPOTENCY_KEY="s-1").status_code == 422
+    assert api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="s-2").status_code == 200
+    assert provider.calls == 2
+
+
+@pytest.mark.parametrize("deletion", ["api", "admin action"])
+def test_answers_kept_for_repeats_go_with_the_deleted_conversation(api, owner, deletion):
+    """A kept answer may quote the conversation (its title, a message): deleting the
+    conversation, by any path, leaves none of it behind, and a repeat gets 410 instead of
+    carrying the request out again."""
+    created = create(api, "c-1", title="A private title").json()
+    url = f"/api/v1/conversations/{created['id']}/messages/"
+    sent = api.post(
+        url, {"content": "a private message"}, format="json", HTTP_IDEMPOTENCY_KEY="m-1"
+    )
+    assert sent.status_code == 202
+    other = create(api, "c-2", title="Another title")
+    assert "A private title" in str(list(IdempotencyRecord.objects.values_list("body", flat=True)))
+    if deletion == "api":
+        assert api.delete(f"/api/v1/conversations/{created['id']}/").status_code == 204
+    else:
+        from conversations.services import governance
+
+        governance.conversations_delete(
+            actor=None, queryset=Conversation.objects.filter(pk=created["id"])
+        )
+    everything = stored_text_everywhere()
+    assert "A private title" not in everything
+    assert "a private message" not in everything
+    again = create(api, "c-1", title="A private title")
+    assert again.status_code == 410
+    assert error_of(again)["code"] == "gone"
+    assert not Conversation.objects.filter(owner=owner, title="A private title").exists()
+    # Answers about other conversations are kept.
+    assert create(api, "c-2", title="Another title").json() == other.json()

@@ -238,6 +238,35 @@ async def test_a_bad_frame_gets_an_error_and_the_socket_stays_open(
     await ws.disconnect()
 
 
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"type": "message.create", "content": "hi", "client_id": "a\\udc00b"}',
+        '{"type": "message.create", "content": "hi\\ud83d"}',
+        '{"type": "message.create", "content": "hi", "extra": {"k\\u0000": 1}}',
+        '{"type": "message.create", "content": "hi", "x": ' + "[" * 65 + "]" * 65 + "}",
+        '{"type": "message.create", "content": "hi", "n": 123456789012345678901234}',
+        '{"type": "message.create", "content": "hi", "n": -Infinity}',
+        '{"type": "draft.update", "draft": "d\\u0000"}',
+        '{"type": "draft.update", "draft": "ok", "x": ' + '{"a":' * 3000 + "1" + "}" * 3000 + "}",
+    ],
+)
+async def test_a_frame_with_json_no_database_holds_stores_nothing(conversation, owner, frame):
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_to(text_data=frame)
+    error = await ws.receive_json_from(timeout=5)
+    assert (error["type"], error["code"]) == ("error", "invalid_json")
+    await ws.send_json_to({"type": "ping"})
+    assert await ws.receive_json_from() == {"type": "pong"}
+    await ws.disconnect()
+
+    def stored() -> tuple[int, int, str]:
+        conversation.refresh_from_db()
+        return conversation.messages.count(), conversation.runs.count(), conversation.draft
+
+    assert await sync_to_async(stored)() == (0, 0, "")
+
+
 async def test_oversize_and_binary_frames_are_refused(conversation, owner, settings):
     settings.PARLEY_WS_MAX_FRAME_BYTES = 1000
     ws = await connect_as(owner, conversation.pk)

@@ -286,6 +286,44 @@ def test_a_reader_after_the_terminal_event_ends_at_once(run_id):
     assert time.monotonic() - started < 1
 
 
+@pytest.mark.parametrize("beyond", [0, 1, 100])
+async def test_an_async_reader_at_or_past_the_end_ends_at_once(run_id, beyond):
+    # A socket's `subscribe` with `after` past the end reads with this: it must not wait.
+    count = await asyncio.to_thread(write_run, run_id)
+    follower = events_follow(run_id, after=count - 1 + beyond)  # no timeout
+    assert await asyncio.wait_for(anext(follower, None), timeout=2) is None
+
+
+@pytest.mark.parametrize("written", [0, 2], ids=["log-not-written-yet", "live-log"])
+def test_a_reader_ahead_of_a_live_log_ends_with_the_run(run_id, written):
+    """`after` beyond what a live run has written: the reader gets only events past its
+    position, and the run's end still ends the read, though it comes below that position."""
+    writer = EventWriter(run_id, next_sequence=0)
+    for _ in range(written):
+        writer.emit(RUN_IN_PROGRESS)
+    thread, received = follow_in_thread(run_id, after=3)
+    time.sleep(0.3)
+    assert thread.is_alive()
+    for _ in range(5 - written):
+        writer.emit(RUN_IN_PROGRESS)  # sequence numbers up to 4
+    writer.emit(RUN_COMPLETED, run={"id": run_id})  # 5
+    started = time.monotonic()
+    thread.join(timeout=5)
+    assert time.monotonic() - started < 1  # at the end, not at the reader's timeout
+    assert sequences(received) == [4, 5]
+
+    early_end = str(uuid.uuid4())
+    writer = EventWriter(early_end, next_sequence=0)
+    thread, received = follow_in_thread(early_end, after=50)
+    time.sleep(0.3)
+    writer.emit(RUN_CREATED, run={"id": early_end})
+    writer.emit(RUN_COMPLETED, run={"id": early_end})
+    started = time.monotonic()
+    thread.join(timeout=5)
+    assert time.monotonic() - started < 1
+    assert received == []
+
+
 def test_followers_started_before_and_during_the_run_get_every_event_once(run_id):
     writer = EventWriter.open(run_id, coalesce_ms=0)
     early, early_events = follow_in_thread(run_id)

@@ -206,6 +206,39 @@ CORRUPT_CASES = [
         id="usage-nested-too-large",
     ),
     pytest.param(
+        _set("messages.3.usage", {"total_tokens": {"value": 5}, "completion_tokens": [5]}),
+        {
+            "$.messages[3].usage.total_tokens": "whole number",
+            "$.messages[3].usage.completion_tokens": "whole number",
+        },
+        {},
+        id="usage-nested-values",
+    ),
+    pytest.param(
+        _set(
+            "messages.3.usage",
+            {"prompt_tokens_details": {"cached tokens": 1, "cached_tokens": {"n": 1}}},
+        ),
+        {
+            "$.messages[3].usage.prompt_tokens_details.cached tokens": "not a usage field",
+            "$.messages[3].usage.prompt_tokens_details.cached_tokens": "whole number",
+        },
+        {},
+        id="usage-nested-unknown-and-object",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"prompt_tokens_details": {f"f{i}": 1 for i in range(17)}}),
+        {"$.messages[3].usage.prompt_tokens_details": "more than 16 fields"},
+        {},
+        id="usage-breakdown-too-many-fields",
+    ),
+    pytest.param(
+        _set("messages.3.usage", {"total_tokens": 101}),
+        {"$.messages[3].usage.total_tokens": "between 0 and 100"},
+        {"PARLEY_IMPORT_MAX_USAGE_TOKENS": 100},
+        id="usage-bound-is-a-setting",
+    ),
+    pytest.param(
         _set("messages.3.usage", [1, 2]),
         {"$.messages[3].usage": ""},
         {},
@@ -629,3 +662,37 @@ def test_importing_a_file_twice_gives_two_independent_conversations(owner, outsi
     event = audits.get(conversation_id=first.pk)
     assert event.actor == outsider
     assert event.owner_id == outsider.pk
+
+
+def test_an_export_carries_the_usage_an_import_accepts_and_round_trips(owner):
+    """Providers may report more than the counts (costs, cache figures): the export
+    carries what an import accepts, so a real conversation always imports back, and the
+    import's mark (a copy) is not part of the document."""
+    source = services.conversation_create(owner=owner, title="Usage")
+    services.user_message_append(conversation=source, content="hello")
+    reported = {
+        "prompt_tokens": 5,
+        "completion_tokens": 2,
+        "total_tokens": 7,
+        "prompt_tokens_details": {"cached_tokens": 1, "odd key": 3, "note": "x"},
+        "completion_tokens_details": {"reasoning_tokens": 2**41},
+        "prompt_cache_hit_tokens": 4,
+        "cost": 0.01,
+    }
+    services.message_append(
+        conversation=source,
+        message=NewMessage(role="assistant", content="hi", usage=reported),
+    )
+    first = exchange.export_json(source)
+    assert first["messages"][1]["usage"] == {
+        "prompt_tokens": 5,
+        "completion_tokens": 2,
+        "total_tokens": 7,
+        "prompt_tokens_details": {"cached_tokens": 1},
+        "completion_tokens_details": {},
+    }
+    imported = services.conversation_import(owner=owner, document=json.dumps(first))
+    assert set(imported.messages.values_list("copied", flat=True)) == {True}
+    second = exchange.export_json(refetch(imported))
+    assert _without_ids(second) == _without_ids(first)
+    assert "copied" not in second["messages"][1]

@@ -258,13 +258,48 @@ def live_run(conversation) -> Run:
     return run
 
 
-@pytest.mark.parametrize("beyond", [0, 1, 500])
-async def test_after_at_or_past_the_terminal_event_answers_at_once(conversation, owner, beyond):
+@pytest.mark.parametrize("beyond", [0, 1, 500, 10**30])
+async def test_after_at_or_past_the_terminal_event_answers_204_at_once(conversation, owner, beyond):
     run, log = await sync_to_async(finished_run)(conversation)
     after = log[-1]["sequence_number"] + beyond
     client = await logged_in(owner)
-    response = await client.get(f"/api/v1/runs/{run.pk}/events/", {"after": after})
-    assert await asyncio.wait_for(sse_events(response), timeout=2) == []
+    url = f"/api/v1/runs/{run.pk}/events/"
+    response = await asyncio.wait_for(client.get(url, {"after": after}), timeout=2)
+    assert response.status_code == 204
+    assert response.content == b""
+
+
+async def test_an_eventsource_reconnecting_after_the_end_is_told_to_stop(conversation, owner):
+    """An EventSource reconnects after every stream that ends, with the last id it saw:
+    after the terminal event that is a 204, which ends its retries."""
+    run, log = await sync_to_async(finished_run)(conversation)
+    client = await logged_in(owner)
+    url = f"/api/v1/runs/{run.pk}/events/"
+    first = await client.get(url)
+    assert [e["type"] for e in await sse_events(first)][-1] == "run.completed"
+    again = await client.get(url, headers={"Last-Event-ID": str(log[-1]["sequence_number"])})
+    assert again.status_code == 204
+    before_the_end = await client.get(url, {"after": log[-2]["sequence_number"]})
+    assert [e["type"] for e in await sse_events(before_the_end)] == ["run.completed"]
+
+
+@pytest.mark.parametrize("after", [7, 10**30])
+async def test_a_reader_beyond_a_live_runs_log_ends_when_the_run_does(conversation, owner, after):
+    run = await sync_to_async(live_run)(conversation)
+    client = await logged_in(owner)
+    url = f"/api/v1/runs/{run.pk}/events/"
+    response = await client.get(url, {"after": after})
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.3)
+    assert not reading.done()
+
+    def finish() -> None:
+        events.EventWriter(str(run.pk), next_sequence=1).emit("run.completed", run=run_payload(run))
+
+    await sync_to_async(finish)()
+    assert await asyncio.wait_for(reading, timeout=5) == []
+    again = await client.get(url, {"after": after})  # as an EventSource reconnects
+    assert again.status_code == 204
 
 
 async def test_a_reader_past_the_end_of_a_live_run_still_gets_what_comes(conversation, owner):
@@ -309,6 +344,26 @@ async def test_deleting_the_conversation_ends_its_followers(conversation, owner,
     got = await asyncio.wait_for(reading, timeout=2)
     assert [event["type"] for event in got] == ["run.created", "run.cancelled"]
     assert got[-1]["run"]["status"] == "cancelled"
+
+
+async def test_a_run_deleted_without_its_end_closes_the_stream_at_the_next_heartbeat(
+    conversation, owner, monkeypatch
+):
+    """Rows deleted behind the services' back (a shell, a database cascade) write no end
+    to the log: the follower notices on its next heartbeat that the run is gone."""
+    monkeypatch.setattr("conversations.api.sse.HEARTBEAT_SECONDS", 0.2)
+    run = await sync_to_async(live_run)(conversation)
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.5)
+    assert not reading.done()  # an existing run's silence is only heartbeats
+
+    await Run.objects.filter(pk=run.pk).adelete()
+    got = await asyncio.wait_for(reading, timeout=3)
+    assert [event["type"] for event in got] == ["run.created"]
+    gone = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    assert gone.status_code == 404  # the browser's reconnect stops here
 
 
 async def test_a_post_gets_the_apis_json_405_even_with_a_session(conversation, owner):

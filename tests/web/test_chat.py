@@ -353,6 +353,15 @@ def test_remote_media_in_a_reply_is_never_fetched_but_offered_as_a_link(
 <video poster="{elsewhere}/poster?d=secret" src="{elsewhere}/video?d=secret"></video>
 <audio><source src="{elsewhere}/audio?d=secret"></audio>
 <table background="{elsewhere}/table?d=secret"><tr><td>cell</td></tr></table>
+<video src="/static/web/app.css"><track src="{elsewhere}/track?d=secret"></video>
+<image src="{elsewhere}/image-tag?d=secret">
+<svg><image href="{elsewhere}/svg?d=secret"/></svg>
+<input type="image" src="{elsewhere}/input?d=secret">
+<p style="background: url({elsewhere}/style?d=secret)">styled</p>
+<link rel="stylesheet" href="{elsewhere}/link?d=secret">
+<object data="{elsewhere}/object?d=secret"></object><embed src="{elsewhere}/embed?d=secret">
+<iframe src="{elsewhere}/iframe?d=secret"></iframe>
+<img src="/static/web/favicon.svg" alt="ours">
 
 **done**"""
     requested: list[str] = []
@@ -370,13 +379,20 @@ def test_remote_media_in_a_reply_is_never_fetched_but_offered_as_a_link(
     assert _Counter.hits == []
     assert not [url for url in requested if url.startswith(elsewhere)]
     placeholders = content.locator(".remote-media")
-    expect(placeholders).to_have_count(6)
-    links = placeholders.locator("a").evaluate_all("(links) => links.map((a) => a.href)")
-    assert f"{elsewhere}/md?d=secret" in links
-    assert all(link.startswith(elsewhere) for link in links)
+    expect(placeholders).to_have_count(8)
+    host = elsewhere.removeprefix("http://")
+    expect(placeholders.first).to_contain_text(f"Image from {host}, not loaded (leak)")
+    links = placeholders.locator("a")
+    expect(links.first).to_have_attribute("rel", "noopener noreferrer nofollow")
+    expect(links.first).to_have_attribute("target", "_blank")
+    hrefs = links.evaluate_all("(links) => links.map((a) => a.href)")
+    assert f"{elsewhere}/md?d=secret" in hrefs
+    assert all(href.startswith(elsewhere) for href in hrefs)
+    # The site's own images still load.
+    expect(content.locator('img[alt="ours"]')).to_have_js_property("naturalWidth", 32)
     html = content.inner_html()
     for attribute in ("src=", "srcset=", "poster=", "background="):
         assert f'{attribute}"{elsewhere}' not in html
     policy = chat_page.request.get(f"{stack.url}/chat/").headers["content-security-policy"]
-    assert "img-src 'self' data:;" in policy
+    assert "img-src 'self';" in policy
     assert "media-src 'self'" in policy

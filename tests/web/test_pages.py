@@ -43,7 +43,9 @@ def test_chat_pages_forbid_inline_script(alice: Client):
     assert "script-src 'self'" in policy
     assert "unsafe-inline" not in policy
     # Images and media only from Parley: a reply cannot make the browser call elsewhere.
-    assert "img-src 'self' data:;" in policy
+    # Not even data: (the page's icon is a file of the site's own).
+    assert "img-src 'self';" in policy
+    assert b'<link rel="icon" href="/static/web/favicon.svg"' in alice.get("/chat/").content
     assert "media-src 'self'" in policy
     assert "connect-src 'self' ws://testserver wss://testserver" in policy
 
@@ -70,6 +72,23 @@ def test_every_page_has_a_policy_that_forbids_foreign_and_inline_script(
         assert "script-src 'self';" in policy, name
         assert "frame-ancestors 'none'" in policy, name
         assert "object-src 'none'" in policy, name
+
+
+def test_pages_outside_the_admin_and_the_docs_get_the_web_uis_strict_policy(
+    alice: Client, client: Client, settings
+):
+    settings.DEBUG = False
+    for response in (
+        alice.get("/no/such/page/"),
+        client.get("/"),
+        client.get("/accounts/signup/"),
+        client.post("/accounts/login/", {"username": "x", "password": "y"}),
+    ):
+        policy = response["Content-Security-Policy"]
+        assert "style-src 'self';" in policy
+        assert "img-src 'self';" in policy
+        assert "base-uri 'none'" in policy
+        assert response["X-DNS-Prefetch-Control"] == "off"
 
 
 def test_production_pages_connect_to_websockets_over_tls_only(alice: Client, settings):

@@ -1,20 +1,56 @@
 """Accounts pages: sign up, API keys. Log in, log out and password change are Django's
-own views (see web/urls.py) with our templates."""
+own views (see web/urls.py) with our templates and forms."""
+
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import PasswordChangeView
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts import selectors as account_selectors
 from accounts import services as account_services
 from accounts.models import ApiKey, User
-from web.forms import ApiKeyForm, SignupForm
+from web.forms import ApiKeyForm, GuardedAdminPasswordChangeForm, SignupForm
 from web.security import strict_csp
+
+
+def login_lock_status(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """A password form refused because the account or address is locked answers 429 with
+    Retry-After (the page itself says so in words), for the web's and the admin's log-in
+    and the password change alike."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = view(request, *args, **kwargs)
+        form = (getattr(response, "context_data", None) or {}).get("form")
+        seconds = getattr(form, "lock_seconds", 0)
+        if seconds:
+            response.status_code = 429
+            response["Retry-After"] = str(seconds)
+        return response
+
+    return wrapped
+
+
+def admin_password_change(request: HttpRequest) -> HttpResponseBase:
+    """The admin's own password change page, with the guarded form (the admin's view
+    names its form class itself)."""
+    request.current_app = admin.site.name
+    return PasswordChangeView.as_view(
+        form_class=GuardedAdminPasswordChangeForm,
+        success_url=reverse("admin:password_change_done"),
+        extra_context=admin.site.each_context(request),
+    )(request)
 
 
 @strict_csp

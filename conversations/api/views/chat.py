@@ -102,6 +102,10 @@ class ChatView(AsyncApiView):
 
 
 class StatelessChatView(ApiView):
+    # Stateless chat stores nothing, not even for a repeat: a repeat with the same
+    # Idempotency-Key is refused (409) instead of answered, and the model is not called.
+    idempotency_keeps_answer = False
+
     def get_throttles(self) -> list[BaseThrottle]:
         return [*super().get_throttles(), ModelThrottle()]
 
@@ -114,7 +118,9 @@ class StatelessChatView(ApiView):
             "`system`) are sent to the model but never kept; system messages after the first "
             "other message are kept in order. A state that cannot be used (altered, not "
             "JSON, another format version, another model provider, broken messages) starts "
-            "a fresh conversation and `state_reset` says why."
+            "a fresh conversation and `state_reset` says why. Nothing of the answer is "
+            "kept: a repeat with the same `Idempotency-Key` answers 409 "
+            "`idempotency_answer_not_kept` (the model is not called again)."
         ),
         request=s.StatelessChatIn,
         responses=s.StatelessChatOut,

@@ -27,6 +27,7 @@ from conversations.payloads import (
     message_row_payload,
     run_payload,
 )
+from conversations.validation import storable_text
 
 CONVERSATION_EXAMPLE = OpenApiExample(
     "Create",
@@ -47,7 +48,13 @@ def _archived(request: Request) -> bool | None:
     raw = request.query_params.get("archived", "false").lower()
     choices: dict[str, bool | None] = {"false": False, "true": True, "all": None}
     if raw not in choices:
-        raise ApiError(400, "invalid", "Query parameter 'archived' must be false, true or all.")
+        message = "must be false, true or all"
+        raise ApiError(
+            400,
+            "invalid",
+            f"Query parameter 'archived' {message}.",
+            {"problems": [{"path": "$.query.archived", "message": message}]},
+        )
     return choices[raw]
 
 
@@ -258,10 +265,13 @@ EXPORTS = {
 
 def _export_chunks(conversation: Conversation, format: str) -> Iterator[str]:
     if format == "json":
-        return exchange.export_json_chunks(conversation)
-    if format == "markdown":
-        return exchange.export_markdown_chunks(conversation)
-    return exchange.export_jsonl_lines([conversation])
+        chunks = exchange.export_json_chunks(conversation)
+    elif format == "markdown":
+        chunks = exchange.export_markdown_chunks(conversation)
+    else:
+        chunks = exchange.export_jsonl_lines([conversation])
+    # A download must not break off because a stored text is not valid text.
+    return map(storable_text, chunks)
 
 
 async def _in_batches(chunks: Iterator[str], size: int = 100) -> AsyncIterator[str]:
@@ -293,8 +303,12 @@ class ExportView(ApiView):
         conversation = _conversation(request, conversation_id)
         format = request.query_params.get("format", "json")
         if format not in EXPORTS:
+            message = "must be json, markdown or jsonl"
             raise ApiError(
-                400, "invalid", "Query parameter 'format' must be json, markdown or jsonl."
+                400,
+                "invalid",
+                f"Query parameter 'format' {message}.",
+                {"problems": [{"path": "$.query.format", "message": message}]},
             )
         content_type, extension = EXPORTS[format]
         chunks = _export_chunks(conversation, format)

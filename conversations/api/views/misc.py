@@ -11,13 +11,7 @@ from accounts.authentication import ApiKeyAuthentication, PasswordAuthentication
 from accounts.models import ApiKey
 from conversations import selectors
 from conversations.api import serializers as s
-from conversations.api.base import (
-    ApiView,
-    idempotent,
-    int_param,
-    page_response,
-    secret_fields_mark,
-)
+from conversations.api.base import ApiView, idempotent, int_param, page_response
 from conversations.errors import Problem, ValidationFailed
 from conversations.llm.tools import tool_catalog
 
@@ -88,6 +82,9 @@ class ApiKeyListView(ApiView):
         authentication.SessionAuthentication,
         PasswordAuthentication,
     ]
+    # The secret is shown once: a repeat with the same Idempotency-Key answers the same
+    # key with `key: null` (and `Idempotent-Withheld: key`), even after a revocation.
+    idempotency_withheld = ("key",)
 
     @extend_schema(
         operation_id="api_keys_list", summary="List your API keys", responses=s.ApiKeyPage
@@ -101,7 +98,9 @@ class ApiKeyListView(ApiView):
         summary="Create an API key",
         description="The answer's `key` is the whole secret, shown this once; only its "
         "hash is stored. Send it as `Authorization: Bearer <key>`. A repeat with the same "
-        "`Idempotency-Key` answers the same key with `key: null`: the secret is never stored.",
+        "`Idempotency-Key` answers the key as it was created, with `key: null` and the header "
+        "`Idempotent-Withheld: key`, even after the key was revoked: the secret is never "
+        "stored, so it cannot be shown again; create another key if it was lost.",
         request=s.ApiKeyIn,
         responses={201: s.ApiKeyCreatedOut},
         examples=[OpenApiExample("Create", value={"name": "ci"}, request_only=True)],
@@ -117,8 +116,7 @@ class ApiKeyListView(ApiView):
             )
         except ValueError as exc:
             raise ValidationFailed([Problem("$.name", str(exc))]) from None
-        # Replays of this request answer `key: null`: the secret is never stored.
-        return secret_fields_mark(Response({**_key(api_key), "key": secret}, status=201), "key")
+        return Response({**_key(api_key), "key": secret}, status=201)
 
 
 class ApiKeyDetailView(ApiView):

@@ -29,4 +29,5 @@ class RunCancelView(ApiView):
     @idempotent
     def post(self, request: Request, run_id: str) -> Response:
         run = selectors.run_get_for_user(user=request.user, run_id=run_id)  # type: ignore[arg-type]
+        s.NoFieldsIn(data=request.data).is_valid(raise_exception=True)
         return Response(run_payload(services.run_cancel(run=run)))

@@ -194,6 +194,35 @@ def test_invalid_json_arguments(arguments):
     assert result.output.startswith("Invalid JSON in the arguments for calculator")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "deeper than"),
+        ('{"expression": ' + "[" * 65 + "]" * 65 + "}", "deeper than"),
+        ('{"expression": NaN}', "NaN is not a JSON number"),
+        ('{"expression": 1e400}', "too large"),
+        ('{"expression": 123456789012345678901234567890}', "outside 64 bits"),
+    ],
+)
+def test_arguments_no_client_could_send_are_an_error_result_not_a_crash(arguments, message):
+    # A model's arguments get the same bounds as a client's JSON: a tool call never
+    # raises out of the run, and the model reads what was wrong.
+    result = run("calculator", arguments)
+    assert result.is_error
+    assert result.output.startswith("Invalid JSON in the arguments for calculator")
+    assert message in result.output
+
+
+@pytest.mark.django_db
+def test_unstorable_text_in_arguments_reaches_the_tool_repaired(conversation):
+    # JSON escapes are valid text in the call, but decode to a lone surrogate and a NUL.
+    arguments = '{"draft": "a\\ud800b\\u0000c"}'
+    result = run("update_draft", arguments, context=owner_context(conversation))
+
+    assert result == ToolResult(output="Draft updated (5 characters).", is_error=False)
+    assert refetch(conversation).draft == "a\ufffdb\ufffdc"
+
+
 def test_arguments_must_be_an_object():
     result = run("calculator", "[1, 2]")
     assert result.is_error

@@ -38,7 +38,7 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
     node.setAttribute("rel", "noopener noreferrer nofollow");
     return;
   }
-  if (!MEDIA_TAGS.has(node.tagName)) {
+  if (!MEDIA_TAGS.has(node.nodeName.toUpperCase())) {
     // A table cell's background image: dropped when it is another site's.
     if (node.hasAttribute("background") && !sameOrigin(node.getAttribute("background"))) {
       node.removeAttribute("background");
@@ -59,22 +59,43 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 });
 
 const PURIFY = {
-  USE_PROFILE: { html: true },
+  // HTML only: no SVG or MathML, whose images, <use>, filters and url() paints fetch too.
+  USE_PROFILES: { html: true },
   FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "dialog", "link", "meta"],
   FORBID_ATTR: ["style"],
   RETURN_DOM_FRAGMENT: true,
 };
 
+function webAddress(value) {
+  try {
+    const url = new URL(value, window.location.href);
+    return url.protocol === "https:" || url.protocol === "http:" ? url : null;
+  } catch {
+    return null;
+  }
+}
+
 function placeholder(doc, element, holder) {
   const url = element.getAttribute(REMOTE);
+  const web = webAddress(url);
   const kind = { VIDEO: "Video", AUDIO: "Audio" }[holder.tagName] || "Image";
   const box = doc.createElement("span");
   box.className = "remote-media";
   const label = element.getAttribute("alt") || element.getAttribute("title") || "";
-  box.append(`${kind} from another site, not loaded${label ? ` (${label})` : ""}: `);
+  const where = web ? `from ${web.host}` : "from another source";
+  box.append(`${kind} ${where}, not loaded${label ? ` (${label})` : ""}: `);
+  const shown = url.length > 120 ? `${url.slice(0, 117)}…` : url;
+  if (!web) {
+    // Only web addresses become links: a data: or other scheme is shown, never opened.
+    const code = doc.createElement("code");
+    code.textContent = shown;
+    box.append(code);
+    return box;
+  }
+  // Opening it is the user's choice: a new tab that sends no referrer.
   const link = doc.createElement("a");
-  link.href = url;
-  link.textContent = url.length > 120 ? `${url.slice(0, 117)}…` : url;
+  link.href = web.href;
+  link.textContent = shown;
   link.title = "Opens in a new tab: the other site learns the address";
   link.target = "_blank";
   link.rel = "noopener noreferrer nofollow";
