@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: install run test lint typecheck migrations-check pytest browser bench clean
+.PHONY: install run test lint imports typecheck migrations-check pytest browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The layers (docs/ARCHITECTURE.md): the contracts live in pyproject.toml.
+imports: install
+	$(BIN)/lint-imports
+
 typecheck: install
 	$(BIN)/mypy .
 
@@ -53,10 +57,10 @@ browser:
 pytest: install browser
 	$(BIN)/pytest
 
-test: lint typecheck migrations-check pytest
+test: lint imports typecheck migrations-check pytest
 
 bench: install
 	$(BIN)/python -m bench.state
 
 clean:
-	rm -rf $(VENV) staticfiles var .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) staticfiles var .mypy_cache .pytest_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.models import ApiKey, IdempotencyRecord, User
 from accounts.sockets import user_sockets_recheck
-from conversations.validation import unstorable_reason
+from accounts.text import unstorable_reason
 
 KEY_PREFIX = "prl"
 # Recording every request's use would turn each API read into a write; a minute is

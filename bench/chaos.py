@@ -38,7 +38,11 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from accounts.models import User  # noqa: E402
-from conversations import events, services, watchdog  # noqa: E402
+from conversations import (  # noqa: E402
+    engine,
+    services,
+)
+from conversations.engine import eventlog, watchdog  # noqa: E402
 from conversations.models import Conversation, Message, Run  # noqa: E402
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS, tables_reset  # noqa: E402
 from tests.e2e.worker import Worker, worker_start  # noqa: E402
@@ -139,14 +143,14 @@ def stored(run: Run) -> list[Message]:
 def snapshot(run: Run) -> Snapshot:
     run.refresh_from_db()
     executed = [call_id for (call_id,) in rows(f"SELECT call_id FROM {EXECUTIONS}")]
-    return Snapshot(run.is_active, events.events_all(str(run.id)), stored(run), executed)
+    return Snapshot(run.is_active, eventlog.events_all(str(run.id)), stored(run), executed)
 
 
 def kill_location(before: Snapshot) -> str:
     if not before.active:  # ended in the database; its terminal event may be unpublished
-        logged = before.log and before.log[-1]["type"] in events.TERMINAL_TYPES
+        logged = before.log and before.log[-1]["type"] in eventlog.TERMINAL_TYPES
         return "after end" if logged else "between steps"
-    created = [e["message_id"] for e in before.log if e["type"] == events.MESSAGE_CREATED]
+    created = [e["message_id"] for e in before.log if e["type"] == eventlog.MESSAGE_CREATED]
     if not created:
         return "before start"
     if created[-1] not in {str(m.id) for m in before.messages}:
@@ -163,8 +167,8 @@ def recover(run: Run) -> str | None:
     deadline = time.monotonic() + RECOVERY_TIMEOUT
     while True:
         run.refresh_from_db()
-        last = (events.event_log_last(str(run.id)) or {}).get("type")
-        if not run.is_active and last in events.TERMINAL_TYPES:
+        last = (eventlog.event_log_last(str(run.id)) or {}).get("type")
+        if not run.is_active and last in eventlog.TERMINAL_TYPES:
             return None
         if time.monotonic() > deadline:
             return f"run {run.status}, log ends with {last}, {RECOVERY_TIMEOUT:.0f}s after kill"
@@ -194,12 +198,12 @@ def problems(run: Run, plan: Plan, before: Snapshot) -> list[str]:
     executions = Counter(call_id for (call_id,) in rows(f"SELECT call_id FROM {EXECUTIONS}"))
     done = [m.tool_call_id for m in before.messages if m.role == Message.Role.TOOL]
     found += [f"{c} (done before the kill) ran {n}x" for c in done if (n := executions[c]) != 1]
-    log = events.events_all(str(run.id))
+    log = eventlog.events_all(str(run.id))
     if [e["sequence_number"] for e in log] != list(range(len(log))):
         found.append("event log has gaps")
-    if not log or log[-1]["type"] != events.RUN_COMPLETED:
+    if not log or log[-1]["type"] != eventlog.RUN_COMPLETED:
         found.append(f"log ends with {log[-1]['type'] if log else 'nothing'}")
-    texts = events.message_texts(log)
+    texts = eventlog.message_texts(log)
     for message in messages:
         if message.role == Message.Role.ASSISTANT and texts.get(str(message.id)) != message.content:
             found.append(f"streamed text of seq {message.seq} differs from the stored one")
@@ -229,7 +233,7 @@ def overhead_measure(owner: User, upstream: FakeOpenAI) -> float:
     started = worker(upstream)
     try:
         began = time.monotonic()
-        _, run = services.run_start(conversation=conversation, content="Record, then tell")
+        _, run = engine.run_start(conversation=conversation, content="Record, then tell")
         if stuck := recover(run):
             raise RuntimeError(f"the calibration run did not end: {stuck}")
         return max(0.1, time.monotonic() - began - plan.scripted_seconds())
@@ -245,7 +249,7 @@ def trial(number: int, seed: int, owner: User, upstream: FakeOpenAI, overhead: f
     workers: list[Worker] = []
     try:
         workers.append(worker(upstream))
-        _, run = services.run_start(conversation=conversation, content="Record, then tell")
+        _, run = engine.run_start(conversation=conversation, content="Record, then tell")
         time.sleep(plan.delay)
         workers[0].kill()
         killed_at = time.monotonic()
@@ -287,9 +291,9 @@ def redis_server() -> Iterator[str]:
 
 def cleanup(owner: User) -> None:
     run_ids = Run.objects.filter(conversation__owner=owner).values_list("id", flat=True)
-    keys = [events.stream_key(run_id) for run_id in run_ids]
+    keys = [eventlog.stream_key(run_id) for run_id in run_ids]
     if keys:
-        events.redis_client().delete(*keys)
+        eventlog.redis_client().delete(*keys)
     Conversation.objects.filter(owner=owner).delete()
     owner.delete()
     with connection.cursor() as cursor:

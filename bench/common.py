@@ -78,13 +78,13 @@ def fake_start(
 def owner_delete(owner: "User") -> None:
     """Delete a bench user (its API keys go with it), its conversations and its runs'
     event logs."""
-    from conversations import events
+    from conversations.engine import eventlog
     from conversations.models import Conversation, Run
 
     run_ids = list(Run.objects.filter(conversation__owner=owner).values_list("pk", flat=True))
-    keys = [events.stream_key(pk) for pk in run_ids]
+    keys = [eventlog.stream_key(pk) for pk in run_ids]
     for start in range(0, len(keys), 500):
-        events.redis_client().delete(*keys[start : start + 500])
+        eventlog.redis_client().delete(*keys[start : start + 500])
     Conversation.objects.filter(owner=owner).delete()
     owner.delete()
     progress(f"cleaned up user {owner.username}, its conversations and {len(keys)} run logs")

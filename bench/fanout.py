@@ -10,7 +10,7 @@ follows its reply on that socket, as the browser does. Measured:
 
 - lost events: gaps, sequence numbers below the last one received (for a finished reply: in
   the run's log, XLEN) never received; and replies whose text rebuilt from the events
-  (events.message_texts) differs from the stored message;
+  (eventlog.message_texts) differs from the stored message;
 - duplicated events: a sequence number received twice;
 - delivery latency: a message.delta's receive time here (time.time()) minus the wall send time
   of the newest upstream chunk it carries (matched by character offsets in the fake's chunk
@@ -67,7 +67,7 @@ from bench.resume import (
     stack_up,
     ws_open,
 )
-from conversations import events
+from conversations.engine import eventlog
 from conversations.models import Run
 
 TARGET_P99_MS = 100.0
@@ -111,9 +111,9 @@ def latencies_ms(got: Timed, chunks: Chunks) -> list[float]:
     found: list[float] = []
     offset = 0
     for at, event in got:
-        if event["type"] == events.MESSAGE_CREATED:  # a retried step restarts the text
+        if event["type"] == eventlog.MESSAGE_CREATED:  # a retried step restarts the text
             found, offset = [], 0
-        elif event["type"] == events.MESSAGE_DELTA:
+        elif event["type"] == eventlog.MESSAGE_DELTA:
             offset += len(event["delta"])
             if (newest := bisect.bisect_left(ends, offset)) < len(ends):
                 found.append((at - chunks[newest][1]) * 1000)
@@ -135,7 +135,7 @@ class Client:
 
 
 async def probe(run_id: str, after: int, into: Timed) -> None:
-    async for event in events.events_follow(run_id, after=after):
+    async for event in eventlog.events_follow(run_id, after=after):
         into.append((time.time(), event))
 
 

@@ -48,7 +48,8 @@ from websockets.asyncio.client import ClientConnection, connect  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from accounts.services import api_key_create  # noqa: E402
-from conversations import events, notifications, services  # noqa: E402
+from conversations import notifications, services  # noqa: E402
+from conversations.engine import eventlog  # noqa: E402
 from conversations.models import Message, Run  # noqa: E402
 from tests.e2e.web import WebServer, web_start  # noqa: E402
 from tests.e2e.worker import Worker, worker_start  # noqa: E402
@@ -62,7 +63,7 @@ MAX_PAUSE = 0.3  # seconds between a cut and the reconnection: 0..MAX_PAUSE
 ABORT_SHARE = 0.75  # cuts without a close frame; the others close cleanly
 MAX_CUTS = 200
 TRIAL_TIMEOUT = 120.0
-Timed = list[tuple[float, events.Event]]  # (wall-clock receive time, run event)
+Timed = list[tuple[float, eventlog.Event]]  # (wall-clock receive time, run event)
 
 
 def common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -144,7 +145,7 @@ async def ws_open(web: WebServer, conversation: str, key: str, query: str = "") 
 
 
 def finished(got: Timed) -> bool:
-    return bool(got) and got[-1][1]["type"] in events.TERMINAL_TYPES
+    return bool(got) and got[-1][1]["type"] in eventlog.TERMINAL_TYPES
 
 
 async def read_run(
@@ -179,11 +180,11 @@ def audit(run_id: str | None, got: Timed) -> Audit:
     result = Audit(0, len(seqs) - len(set(seqs)), "no run id seen")
     if run_id is None:
         return result
-    logged = events.redis_client().xlen(events.stream_key(run_id)) if finished(got) else 0
+    logged = eventlog.redis_client().xlen(eventlog.stream_key(run_id)) if finished(got) else 0
     result.lost = len(set(range(max(logged, max(seqs, default=-1) + 1))) - {*seqs})
     run = Run.objects.get(pk=run_id)
     reply = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).first()
-    text = events.message_texts(event for _, event in got).get(str(reply.pk)) if reply else None
+    text = eventlog.message_texts(event for _, event in got).get(str(reply.pk)) if reply else None
     result.problem = (
         "no terminal event" if not finished(got)
         else "out of order or repeated" if any(b <= a for a, b in itertools.pairwise(seqs))

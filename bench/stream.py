@@ -61,7 +61,11 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from accounts.models import User  # noqa: E402
-from conversations import events, services  # noqa: E402
+from conversations import (  # noqa: E402
+    engine,
+    services,
+)
+from conversations.engine import eventlog  # noqa: E402
 from conversations.models import Conversation, Run  # noqa: E402
 from tests.e2e.worker import worker_start  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
@@ -73,7 +77,7 @@ TARGET_WRITES_PER_1K = 60.0
 FOLLOW_TIMEOUT = 120.0
 MARKER = "bench-stream"
 KEY = re.compile(rf"{MARKER} ([0-9a-f-]{{36}})")
-Received = list[tuple[float, events.Event]]  # (wall-clock receive time, event)
+Received = list[tuple[float, eventlog.Event]]  # (wall-clock receive time, event)
 
 
 def parse_args() -> argparse.Namespace:
@@ -230,7 +234,7 @@ def _readers_main(
 
     async def follow(run_id: str) -> None:
         received: Received = []
-        async for event in events.events_follow(run_id, timeout=FOLLOW_TIMEOUT):
+        async for event in eventlog.events_follow(run_id, timeout=FOLLOW_TIMEOUT):
             received.append((time.time(), event))
         results.put((run_id, received))
 
@@ -245,7 +249,7 @@ def run_start_timed(conversation: Conversation) -> tuple[Run, float]:
     content = f"{MARKER} {conversation.id}"  # the fake logs it: how its replies are matched
     with transaction.atomic():
         transaction.on_commit(lambda: committed.append(time.time()))
-        _, run = services.run_start(conversation=conversation, content=content)
+        _, run = engine.run_start(conversation=conversation, content=content)
     return run, committed[0]
 
 
@@ -270,10 +274,10 @@ def run_batch(
         return
     outcomes = outcomes[count - row.runs :]
     log.wait_for({str(conversation.id) for conversation, *_ in outcomes})
-    client = events.redis_client()
+    client = eventlog.redis_client()
     for conversation, run, committed, received in outcomes:
         run.refresh_from_db()
-        xlen = client.xlen(events.stream_key(run.id))
+        xlen = client.xlen(eventlog.stream_key(run.id))
         if run.status != Run.Status.COMPLETED or run.started_at is None:
             problem = f"run ended {run.status} {run.error or ''}"
         elif len(received) != xlen:
@@ -299,9 +303,9 @@ def measure_run(row: Row, chunks: list[tuple[str, float]], received: Received) -
     parts: list[str] = []
     offset = 0
     for at, event in received:
-        if event["type"] == events.MESSAGE_CREATED:  # a retried step restarts the text
+        if event["type"] == eventlog.MESSAGE_CREATED:  # a retried step restarts the text
             event_ms, coalescing_ms, parts, offset = [], [], [], 0
-        elif event["type"] == events.MESSAGE_DELTA:
+        elif event["type"] == eventlog.MESSAGE_DELTA:
             start, offset = offset, offset + len(event["delta"])
             parts.append(event["delta"])
             newest = bisect.bisect_left(ends, offset)  # holds character offset - 1
@@ -375,7 +379,7 @@ def main() -> int:
         cleanup.callback(readers.close)
         owner = User.objects.create_user(username=f"bench-{secrets.token_hex(6)}")
         cleanup.callback(owner_delete, owner)
-        info = events.redis_client().info("server")
+        info = eventlog.redis_client().info("server")
         version = getattr(connection, "pg_version", 0)  # 150020 for 15.20
         database = f"{connection.display_name} {version // 10000}.{version % 10000}"
         print(

@@ -18,7 +18,7 @@ def _freeze_startup_heap(**_: object) -> None:
     """Leave the objects of a started worker (modules, settings, the SDK) out of garbage
     collection. A full collection otherwise walks a quarter million of them, and holds
     the GIL for 100-250 ms, while replies stream on the same process's loop."""
-    import conversations.llm.openai_provider  # noqa: F401  (loaded by the first step anyway)
+    import conversations.engine  # noqa: F401  (the providers and the SDK: loaded by the first step anyway)
 
     gc.collect()
     gc.freeze()

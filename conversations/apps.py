@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class ConversationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "conversations"
+
+    def ready(self) -> None:
+        # The built-in tools register themselves on import; they use the services, so
+        # they load once every model is ready. The engine's runs module connects to the
+        # domain's `runs_ended` signal: deleted conversations end their runs' event logs.
+        from conversations.engine import runs  # noqa: F401
+        from conversations.tools import builtins  # noqa: F401

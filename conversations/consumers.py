@@ -32,7 +32,8 @@ from accounts.sockets import (
 )
 from accounts.websocket import scope_credential
 from config.async_db import db_call
-from conversations import events, notifications, selectors, services
+from conversations import notifications, selectors, services
+from conversations.engine import eventlog, run_cancel, run_start
 from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation, Run
@@ -226,7 +227,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         # An ended run's log expires after a while; without this check the client would
         # wait for events that never come. An active run's log may not exist yet (not
         # announced), and its worker writes it soon.
-        if not run.is_active and not await events.aevent_log_exists(run_id):
+        if not run.is_active and not await eventlog.aevent_log_exists(run_id):
             raise FrameError("events_expired", EVENTS_EXPIRED_MESSAGE)
         self._follow(run_id, after=after)
 
@@ -247,7 +248,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         failures = 0  # in a row, without an event sent in between
         while True:
             try:
-                async for event in events.events_follow(run_id, after=after):
+                async for event in eventlog.events_follow(run_id, after=after):
                     await self.send_json(event)
                     # Where a retry picks up: the same cursor, so no gap and no duplicate.
                     after, failures = event["sequence_number"], 0
@@ -370,7 +371,7 @@ def _run_get(conversation: Conversation, run_id: str) -> Run | None:
 @db_call
 def _run_start(conversation: Conversation, content: str, client_id: str) -> tuple[Any, Run]:
     conversation.refresh_from_db()
-    return services.run_start(conversation=conversation, content=content, client_id=client_id)
+    return run_start(conversation=conversation, content=content, client_id=client_id)
 
 
 @db_call
@@ -378,7 +379,7 @@ def _run_cancel_active(conversation: Conversation) -> bool:
     run = selectors.run_active(conversation=conversation)
     if run is None:
         return False
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     return True
 
 

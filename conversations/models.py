@@ -11,17 +11,12 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-# The built-in tools (their code arrives with the engine). A new conversation enables all.
-BUILTIN_TOOLS: tuple[str, ...] = (
-    "calculator",
-    "current_time",
-    "update_draft",
-    "search_conversations",
-)
+from conversations.tools.registry import tool_default_names
 
 
 def default_tools() -> list[str]:
-    return list(BUILTIN_TOOLS)
+    """A new conversation enables every built-in tool (conversations/tools/builtins.py)."""
+    return tool_default_names()
 
 
 class MessageRole(models.TextChoices):
@@ -186,10 +181,21 @@ class Message(models.Model):
         return f"#{self.seq} {self.role}"
 
 
+RUN_ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.IN_PROGRESS)
+RUN_TERMINAL_STATUSES = (
+    RunStatus.COMPLETED,
+    RunStatus.FAILED,
+    RunStatus.CANCELLED,
+    RunStatus.INCOMPLETE,
+)
+
+
 class Run(models.Model):
     Status = RunStatus
 
-    ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.IN_PROGRESS)
+    # The two halves of the status set, defined once (above): active until it ends.
+    ACTIVE_STATUSES = RUN_ACTIVE_STATUSES
+    TERMINAL_STATUSES = RUN_TERMINAL_STATUSES
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
@@ -223,7 +229,7 @@ class Run(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation"],
-                condition=Q(status__in=[RunStatus.QUEUED, RunStatus.IN_PROGRESS]),
+                condition=Q(status__in=list(RUN_ACTIVE_STATUSES)),
                 name="run_one_active_per_conversation",
             ),
             models.CheckConstraint(

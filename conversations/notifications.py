@@ -14,7 +14,7 @@ from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from conversations import streaming
+from conversations.background_loop import loop_submit
 
 log = logging.getLogger(__name__)
 SEND_TIMEOUT = 5.0
@@ -51,7 +51,7 @@ def _send(group: str, body: dict[str, Any]) -> None:
             # A plain thread (a worker's step, a command): async_to_sync would start a loop,
             # a thread and a Redis connection per notification (3-4 ms each); this
             # process's streaming loop keeps one connection open instead.
-            streaming.loop_submit(layer.group_send(group, message)).result(timeout=SEND_TIMEOUT)
+            loop_submit(layer.group_send(group, message)).result(timeout=SEND_TIMEOUT)
     except Exception:
         log.warning("could not notify %s of %s", group, body.get("type"), exc_info=True)
 

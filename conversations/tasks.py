@@ -1,18 +1,19 @@
-"""Celery tasks: thin wrappers over the runner."""
+"""Celery tasks: thin wrappers over the engine. Their names are fixed (the engine enqueues
+steps by name, and steps queued before a deploy must still route after it)."""
 
 from celery import shared_task
 
-from conversations import runner, services, watchdog
+from conversations import engine, services
 
 
 @shared_task(name="conversations.tasks.run_step")
 def run_step(run_id: str) -> None:
-    runner.run_step(run_id)
+    engine.run_step(run_id)
 
 
 @shared_task(name="conversations.tasks.runs_watchdog")
 def runs_watchdog() -> dict[str, int]:
-    return watchdog.runs_watchdog()
+    return engine.runs_watchdog()
 
 
 @shared_task(name="conversations.tasks.conversations_purge")

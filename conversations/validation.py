@@ -4,6 +4,8 @@ from typing import Any
 
 from django.conf import settings
 
+from accounts.text import unencodable as _unencodable
+from accounts.text import unstorable_reason
 from conversations.errors import Problem
 
 TITLE_MAX = 200
@@ -23,17 +25,6 @@ def text_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
         return [Problem(path, f"is {len(value)} characters long; the limit is {max_chars}")]
     reason = unstorable_reason(value)
     return [Problem(path, reason)] if reason else []
-
-
-def unstorable_reason(text: str) -> str | None:
-    """Why no database can hold `text`, or None: the one rule for every text stored."""
-    # PostgreSQL text cannot hold NUL, so refuse it everywhere rather than fail on one backend.
-    if "\x00" in text:
-        return "contains a NUL character, which cannot be stored"
-    if _unencodable(text):
-        # A lone surrogate: not text any database (or UTF-8 document) can hold.
-        return "contains an unpaired surrogate, which is not valid text"
-    return None
 
 
 def storable_text(text: str) -> str:
@@ -79,29 +70,6 @@ def content_problems(value: Any, *, path: str = "$.content") -> list[Problem]:
     return text_problems(value, path=path, max_chars=settings.PARLEY_MAX_MESSAGE_CHARS)
 
 
-def tools_problems(value: Any, *, path: str = "$.tools") -> list[Problem]:
-    # Imported here: the registry's built-in tools use the services, which use this module.
-    from conversations.llm.tools import tool_catalog
-
-    registered = [entry["name"] for entry in tool_catalog()]
-    if not isinstance(value, list):
-        return [Problem(path, f"must be a list of tool names, not {type_name(value)}")]
-    problems = []
-    seen: set[str] = set()
-    for index, name in enumerate(value):
-        item_path = f"{path}[{index}]"
-        if not isinstance(name, str):
-            problems.append(Problem(item_path, f"must be a string, not {type_name(name)}"))
-        elif name not in registered:
-            known = ", ".join(registered)
-            problems.append(Problem(item_path, f"unknown tool {name!r}; known tools: {known}"))
-        elif name in seen:
-            problems.append(Problem(item_path, f"tool {name!r} is listed twice"))
-        else:
-            seen.add(name)
-    return problems
-
-
 def metadata_problems(value: Any, *, path: str = "$.metadata") -> list[Problem]:
     if not isinstance(value, dict):
         return [Problem(path, f"must be an object, not {type_name(value)}")]
@@ -126,14 +94,6 @@ def key_path(path: str, key: Any) -> str:
         shown = shown.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
         shown = shown.encode("unicode_escape").decode("ascii")
     return f"{path}.{shown}{'…' if len(str(key)) > 40 else ''}"
-
-
-def _unencodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 # What a provider reports of a reply's usage, and so what an import may carry: the three

@@ -174,7 +174,7 @@ PARLEY_WS_MAX_FRAME_BYTES = env_int("PARLEY_WS_MAX_FRAME_BYTES", 256 * 1024)
 # expires), in case a notice of revocation was lost on the way.
 PARLEY_WS_CREDENTIAL_RECHECK_SECONDS = env_int("PARLEY_WS_CREDENTIAL_RECHECK_SECONDS", 300)
 
-# --- Celery: one task = one step of a run (conversations/runner.py) -------------------------
+# --- Celery: one task = one step of a run (conversations/engine/runner.py) ------------------
 CELERY_BROKER_URL = REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
@@ -323,7 +323,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = PARLEY_IMPORT_MAX_BYTES + 64 * 1024
 PARLEY_RUN_LEASE_SECONDS = env_int("PARLEY_RUN_LEASE_SECONDS", 30)
 # Model calls per run before it stops as `incomplete`.
 PARLEY_RUN_MAX_ITERATIONS = env_int("PARLEY_RUN_MAX_ITERATIONS", 8)
-# Step threads of one worker doing database work at the same time (see conversations.step_turns).
+# Step threads of one worker doing database work at the same time (see conversations.engine.turns).
 PARLEY_WORKER_BUSY_STEPS = env_int("PARLEY_WORKER_BUSY_STEPS", 2)
 # Times one step may be started without finishing before the run fails.
 PARLEY_RUN_MAX_ATTEMPTS = env_int("PARLEY_RUN_MAX_ATTEMPTS", 3)

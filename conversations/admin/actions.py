@@ -16,10 +16,11 @@ from django.http import HttpRequest, HttpResponseBase
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from conversations import archive, services
+from conversations import services
 from conversations.admin.common import actor
 from conversations.admin.streaming import download
 from conversations.errors import ValidationFailed
+from conversations.formats import archives
 from conversations.models import Conversation, Run
 from conversations.services.governance import FLAG_REASON_MAX
 
@@ -169,7 +170,7 @@ def export_json_zip(
         request,
         queryset,
         export_format="json",
-        chunks=archive.json_zip_stream,
+        chunks=archives.json_zip_stream,
         extension="json.zip",
         content_type="application/zip",
     )
@@ -185,7 +186,7 @@ def export_jsonl(
         request,
         queryset,
         export_format="jsonl",
-        chunks=archive.jsonl_stream,
+        chunks=archives.jsonl_stream,
         extension="jsonl",
         content_type="application/jsonl; charset=utf-8",
     )
@@ -199,7 +200,7 @@ def export_markdown_zip(
         request,
         queryset,
         export_format="markdown",
-        chunks=archive.markdown_zip_stream,
+        chunks=archives.markdown_zip_stream,
         extension="md.zip",
         content_type="application/zip",
     )
@@ -213,7 +214,7 @@ def export_csv(
         request,
         queryset,
         export_format="csv",
-        chunks=archive.csv_stream,
+        chunks=archives.csv_stream,
         extension="csv",
         content_type="text/csv; charset=utf-8",
     )

@@ -9,11 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from conversations import search, services
+from conversations import services
 from conversations.admin.common import actor, can_read_transcripts
 from conversations.admin.paging import EstimatedCountPaginator
 from conversations.admin.text_guard import TextGuardMixin
+from conversations.engine import run_cancel
 from conversations.models import AuditEvent, Message, Run
+from conversations.selectors import search
 
 # Fields holding what people and models wrote: shown only with the transcript permission.
 MESSAGE_TEXT_FIELDS = ("content", "tool_calls", "provider_payload")
@@ -125,7 +127,7 @@ def cancel_runs(
 ) -> None:
     cancelled = 0
     for run in queryset.filter(status__in=Run.ACTIVE_STATUSES):
-        services.run_cancel(run=run)
+        run_cancel(run=run)
         cancelled += 1
     if cancelled:
         modeladmin.message_user(request, f"Asked {cancelled} run(s) to stop.", messages.SUCCESS)

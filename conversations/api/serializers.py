@@ -1,6 +1,6 @@
 """Request and response shapes. Input serializers check types (DRF); the services check
 everything else (lengths, known tools, metadata limits) so every door refuses the same
-things. Output serializers document the dicts of conversations/payloads.py and the views."""
+things. Output serializers document the dicts of conversations/serializers.py and the views."""
 
 from typing import Any
 

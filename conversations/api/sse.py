@@ -21,8 +21,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from accounts.selectors import user_for_authorization
 from config.async_db import db_call
-from conversations import events, selectors
+from conversations import selectors
 from conversations.api.errors import method_not_allowed
+from conversations.engine import eventlog
 from conversations.models import Run
 
 HEARTBEAT_SECONDS = 15.0
@@ -87,7 +88,7 @@ def sse_format(event: dict[str, Any]) -> str:
 async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
     # Browsers reconnect after this many milliseconds if the connection drops.
     yield "retry: 2000\n\n"
-    source = with_heartbeats(events.events_follow(run_id, after=after), HEARTBEAT_SECONDS)
+    source = with_heartbeats(eventlog.events_follow(run_id, after=after), HEARTBEAT_SECONDS)
     async with contextlib.aclosing(source) as beats:
         async for event in beats:
             if event is not None:
@@ -119,13 +120,13 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     except ValueError:
         return _error(400, "invalid", "'after' (or Last-Event-ID) must be a sequence number.")
     # An active run may have no log yet (its worker writes run.created on leasing it).
-    if not run.is_active and not await events.aevent_log_exists(run.pk):
+    if not run.is_active and not await eventlog.aevent_log_exists(run.pk):
         message = (
             f"This run's events have expired. Read the run (GET /api/v1/runs/{run.pk}/) and "
             f"its messages (GET /api/v1/conversations/{run.conversation_id}/messages/) instead."
         )
         return _error(410, "events_expired", message)
-    if after is not None and await events.aevent_log_ended_by(run.pk, after=after):
+    if after is not None and await eventlog.aevent_log_ended_by(run.pk, after=after):
         # Nothing will ever follow: 204 is the answer that stops an EventSource from
         # reconnecting (it reconnects after every stream that ends, the complete ones too).
         return HttpResponse(status=204)

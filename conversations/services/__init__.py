@@ -4,7 +4,6 @@ Split by subject; import them from here.
 """
 
 from conversations.services.audit import audit_record, audit_record_many, audit_search_record
-from conversations.services.chat import chat_start
 from conversations.services.common import UNSET
 from conversations.services.conversations import (
     conversation_create,
@@ -32,7 +31,6 @@ from conversations.services.messages import (
     user_message_append,
 )
 from conversations.services.quotas import conversation_quota_check, message_quota_take
-from conversations.services.runs import run_cancel, run_start
 
 __all__ = [
     "UNSET",
@@ -41,7 +39,6 @@ __all__ = [
     "audit_record",
     "audit_record_many",
     "audit_search_record",
-    "chat_start",
     "context_event_add",
     "conversation_create",
     "conversation_delete",
@@ -59,8 +56,6 @@ __all__ = [
     "message_append",
     "message_quota_take",
     "messages_append",
-    "run_cancel",
-    "run_start",
     "title_from_message",
     "user_delete",
     "user_message_append",

@@ -13,6 +13,7 @@ from conversations.models import Conversation, default_tools
 from conversations.services.common import UNSET, raise_if
 from conversations.services.quotas import conversation_quota_check
 from conversations.services.runs import runs_end_with_conversations
+from conversations.tools.registry import tool_names_problems
 
 
 def conversation_create(
@@ -30,7 +31,7 @@ def conversation_create(
         validation.title_problems(title)
         + validation.system_prompt_problems(system_prompt)
         + validation.model_problems(model)
-        + validation.tools_problems(tools)
+        + tool_names_problems(tools)
         + validation.metadata_problems(metadata)
     )
     with transaction.atomic():
@@ -60,7 +61,7 @@ def conversation_update(
         "title": validation.title_problems,
         "system_prompt": validation.system_prompt_problems,
         "model": validation.model_problems,
-        "tools": validation.tools_problems,
+        "tools": tool_names_problems,
         "metadata": validation.metadata_problems,
     }
     given = {

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from accounts.models import User
 from conversations.errors import Problem, ValidationFailed
-from conversations.exchange import parse_export
+from conversations.formats.exchange import parse_export
 from conversations.models import AuditEvent, Conversation, Message
 from conversations.services.audit import audit_record
 from conversations.services.common import raise_if

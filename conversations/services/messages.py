@@ -18,7 +18,7 @@ from django.utils import timezone
 from conversations import notifications, validation
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Conversation, Message
-from conversations.payloads import message_payload
+from conversations.serializers import message_payload
 from conversations.services.common import raise_if
 from conversations.services.quotas import message_quota_take
 

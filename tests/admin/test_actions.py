@@ -9,7 +9,8 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import User
-from conversations import exchange, services
+from conversations import services
+from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation, Message, Run
 from conversations.services import NewMessage
 from tests.admin.conftest import SECRET, chat, client_for, long_chat

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from conversations import archive
+from conversations.formats import archives
 from conversations.models import Conversation
 from conversations.services import NewMessage, messages_append
 from tests.admin.conftest import chat
@@ -40,18 +40,18 @@ HARMLESS = ["", "hello", "2 + 2 = 4", "a=b", "1.5", "call_1", "user", "2026-01-0
 
 @pytest.mark.parametrize("text", RISKY)
 def test_a_cell_that_could_start_a_formula_is_made_text(text):
-    assert archive.csv_cell(text) == f"'{text}"
+    assert archives.csv_cell(text) == f"'{text}"
 
 
 @pytest.mark.parametrize("text", HARMLESS)
 def test_other_cells_are_unchanged(text):
-    assert archive.csv_cell(text) == text
+    assert archives.csv_cell(text) == text
 
 
 def test_numbers_and_none_pass_the_guard_too():
-    assert archive.csv_cell(None) == ""
-    assert archive.csv_cell(-5) == "'-5"
-    assert archive.csv_cell(7) == "7"
+    assert archives.csv_cell(None) == ""
+    assert archives.csv_cell(-5) == "'-5"
+    assert archives.csv_cell(7) == "7"
 
 
 @pytest.mark.django_db
@@ -66,12 +66,12 @@ def test_every_cell_of_every_column_passes_the_guard(owner, monkeypatch):
             NewMessage(role="tool", tool_call_id="c1", name="calculator", content="2"),
         ],
     )
-    monkeypatch.setattr(archive, "csv_cell", lambda value: f"GUARDED:{value}")
+    monkeypatch.setattr(archives, "csv_cell", lambda value: f"GUARDED:{value}")
     queryset = Conversation.objects.filter(pk=conversation.pk)
-    text = b"".join(archive.csv_stream(queryset)).decode()
+    text = b"".join(archives.csv_stream(queryset)).decode()
     rows = list(csv.reader(io.StringIO(text, newline="")))
-    assert rows[0] == [f"GUARDED:{name}" for name in archive.CSV_COLUMNS]
+    assert rows[0] == [f"GUARDED:{name}" for name in archives.CSV_COLUMNS]
     assert len(rows) == 1 + 6
     for row in rows:
-        assert len(row) == len(archive.CSV_COLUMNS)
+        assert len(row) == len(archives.CSV_COLUMNS)
         assert all(cell.startswith("GUARDED:") for cell in row), row

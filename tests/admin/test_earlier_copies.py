@@ -8,7 +8,8 @@ import pytest
 from django.apps import apps
 from django.utils import timezone
 
-from conversations import exchange, selectors, services
+from conversations import engine, selectors, services
+from conversations.formats import exchange
 from conversations.models import Message
 from conversations.services import NewMessage
 from tests.admin.conftest import chat
@@ -28,7 +29,7 @@ def test_earlier_imports_and_forks_are_marked_as_copies(owner, outsider):
     fork = services.conversation_fork(conversation=original, at_seq=2)
     # After the import and the fork, each goes on here: that is their owner's own use.
     for conversation in (imported, fork):
-        _, run = services.run_start(conversation=conversation, content="and then?")
+        _, run = engine.run_start(conversation=conversation, content="and then?")
         services.message_append(
             conversation=conversation,
             message=NewMessage(

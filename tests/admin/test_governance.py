@@ -10,8 +10,9 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from conversations import exchange, selectors, services, tasks
+from conversations import engine, selectors, services, tasks
 from conversations.errors import QuotaExceeded
+from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation, Message, Run
 from tests.admin.conftest import chat, client_for
 
@@ -136,7 +137,7 @@ def test_message_quota_also_stops_run_start(conversation, settings):
     settings.PARLEY_MAX_MESSAGES_PER_DAY = 1
     services.user_message_append(conversation=conversation, content="one")
     with pytest.raises(QuotaExceeded):
-        services.run_start(conversation=conversation, content="two")
+        engine.run_start(conversation=conversation, content="two")
     assert not Run.objects.exists()
     assert conversation.messages.count() == 1
 

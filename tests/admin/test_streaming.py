@@ -7,8 +7,8 @@ from io import BytesIO
 import pytest
 from django.test import AsyncRequestFactory, RequestFactory
 
-from conversations import archive
 from conversations.admin import streaming
+from conversations.formats import archives
 from conversations.models import Conversation
 from tests.admin.conftest import chat
 
@@ -46,8 +46,8 @@ async def test_asgi_download_pulls_the_generator_lazily():
 
 @pytest.mark.django_db
 def test_zip_stream_is_a_valid_archive_even_for_an_empty_selection(owner):
-    empty = b"".join(archive.json_zip_stream(Conversation.objects.none()))
+    empty = b"".join(archives.json_zip_stream(Conversation.objects.none()))
     assert zipfile.ZipFile(BytesIO(empty)).namelist() == []
     conversation = chat(owner)
-    data = b"".join(archive.markdown_zip_stream(Conversation.objects.all()))
+    data = b"".join(archives.markdown_zip_stream(Conversation.objects.all()))
     assert zipfile.ZipFile(BytesIO(data)).namelist() == [f"{conversation.pk}.md"]

@@ -15,9 +15,11 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from accounts import services as account_services
-from conversations import events, exchange, services
+from conversations import services
+from conversations.engine import eventlog
+from conversations.formats import exchange
 from conversations.models import Conversation, Message, Run
-from conversations.payloads import run_payload
+from conversations.serializers import run_payload
 from tests.api.conftest import error_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
@@ -50,7 +52,7 @@ def world(owner, outsider, as_user, with_key, settings) -> World:
         ],
     )
     run = Run.objects.create(conversation=conversation, status="completed")
-    writer = events.EventWriter(str(run.pk))
+    writer = eventlog.EventWriter(str(run.pk))
     writer.emit("run.created", run=run_payload(run))
     writer.emit("run.completed", run=run_payload(run))
     key, _ = account_services.api_key_create(owner=owner, name="laptop")

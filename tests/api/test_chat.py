@@ -9,9 +9,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
 
-from conversations import events, runner, tasks
 from conversations.api.views import chat as chat_views
-from conversations.llm.base import Finished, StreamEvent, TextDelta
+from conversations.engine import dispatch, eventlog, runner
+from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message, Run
 from tests.api.conftest import error_of
 
@@ -53,8 +53,8 @@ def worker(monkeypatch) -> None:
 
         threading.Thread(target=step, daemon=True).start()
 
-    monkeypatch.setattr(tasks.run_step, "delay", work)
-    monkeypatch.setattr(runner, "enqueue", work)
+    monkeypatch.setattr(dispatch, "step_enqueue", work)
+    monkeypatch.setattr(dispatch, "step_enqueue", work)
 
 
 def test_two_calls_make_one_conversation_and_the_model_sees_the_history(
@@ -88,7 +88,7 @@ def test_two_calls_make_one_conversation_and_the_model_sees_the_history(
 
 def test_past_the_wait_it_answers_202_with_the_run_to_follow(api, monkeypatch, settings):
     settings.PARLEY_CHAT_WAIT_SECONDS = 1
-    monkeypatch.setattr(tasks.run_step, "delay", lambda run_id: None)  # no worker picks it up
+    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id: None)  # no worker picks it up
     response = api.post("/api/v1/chat/", {"message": "Hello"}, format="json")
     assert response.status_code == 202
     body = response.json()
@@ -101,9 +101,9 @@ def test_past_the_wait_it_answers_202_with_the_run_to_follow(api, monkeypatch, s
 
 def test_no_database_connection_is_held_while_waiting(api, monkeypatch, settings):
     settings.PARLEY_CHAT_WAIT_SECONDS = 1
-    monkeypatch.setattr(tasks.run_step, "delay", lambda run_id: None)
+    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id: None)
     seen = {}
-    real_follow = events.events_follow
+    real_follow = eventlog.events_follow
 
     async def follow(run_id, **kwargs):
         # Looked at from the request's own database thread, where its connection lives.
@@ -111,7 +111,7 @@ def test_no_database_connection_is_held_while_waiting(api, monkeypatch, settings
         async for event in real_follow(run_id, **kwargs):
             yield event
 
-    monkeypatch.setattr(chat_views.events, "events_follow", follow)
+    monkeypatch.setattr(chat_views.eventlog, "events_follow", follow)
     assert api.post("/api/v1/chat/", {"message": "Hi"}, format="json").status_code == 202
     assert seen == {"open": False}
 
@@ -119,7 +119,7 @@ def test_no_database_connection_is_held_while_waiting(api, monkeypatch, settings
 def test_another_users_conversation_is_404_and_nothing_is_stored(
     as_user, outsider, conversation, monkeypatch
 ):
-    monkeypatch.setattr(tasks.run_step, "delay", lambda run_id: None)
+    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id: None)
     response = as_user(outsider).post(
         "/api/v1/chat/",
         {"message": "Hi", "conversation_id": str(conversation.pk)},

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from conversations import services
+from conversations import engine, services
 from conversations.models import Conversation, Message
 from tests.api.conftest import error_of
 
@@ -168,7 +168,7 @@ def test_a_body_over_the_request_limit_is_413(api, conversation, settings):
 
 
 def test_a_second_message_while_a_run_is_active_is_409(api, conversation):
-    services.run_start(conversation=conversation, content="first")
+    engine.run_start(conversation=conversation, content="first")
     response = api.post(
         f"/api/v1/conversations/{conversation.pk}/messages/", {"content": "second"}, format="json"
     )
@@ -256,7 +256,7 @@ def test_an_import_over_the_size_limit_is_413(api, settings):
 
 
 def test_message_pages_have_the_same_shape_as_every_other_message_payload(api, conversation):
-    from conversations.payloads import message_payload
+    from conversations.serializers import message_payload
 
     stored = services.message_append(
         conversation=conversation,

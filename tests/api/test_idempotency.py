@@ -10,8 +10,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.models import ApiKey, IdempotencyRecord
-from conversations import stateless
-from conversations.llm.base import Finished, TextDelta
+from conversations.engine import stateless
+from conversations.engine.llm.base import Finished, TextDelta
 from conversations.models import Conversation, Message
 from tests.api.conftest import error_of
 

@@ -9,8 +9,8 @@ import pytest
 from django.core import signing
 
 from accounts.models import User
-from conversations import stateless
-from conversations.llm.base import Finished, StreamEvent, TextDelta
+from conversations.engine import stateless
+from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message
 from tests.api.conftest import error_of
 
@@ -185,7 +185,7 @@ def test_bad_state_starts_fresh_and_says_why(api, provider, case, caplog):
     assert sent(provider) == [("user", "Hi")]
     assert history(body["state"]) == [("user", "Hi"), ("assistant", "reply 1")]
     # One warning line with the reason and the caller, never the content.
-    lines = [r for r in caplog.records if r.name == "conversations.stateless"]
+    lines = [r for r in caplog.records if r.name == "conversations.engine.stateless"]
     assert [r.levelname for r in lines] == ["WARNING"]
     assert reason in lines[0].getMessage()
     assert str(owner_id()) in lines[0].getMessage()

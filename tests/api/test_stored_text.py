@@ -12,7 +12,7 @@ from django.db.models import JSONField
 
 from accounts import services as account_services
 from accounts.models import ApiKey
-from conversations import services
+from conversations import engine, services
 from conversations.errors import ValidationFailed
 from conversations.models import Conversation, Message, Run
 from conversations.services.messages import NewMessage, message_append
@@ -93,7 +93,7 @@ def test_another_user_still_cannot_see_it(as_user, owner, outsider, legacy_rows)
 @pytest.mark.parametrize("client_id", ["a\ud800", "a\x00b"])
 def test_run_start_refuses_an_unstorable_client_id(conversation, client_id):
     with pytest.raises(ValidationFailed) as caught:
-        services.run_start(conversation=conversation, content="hi", client_id=client_id)
+        engine.run_start(conversation=conversation, content="hi", client_id=client_id)
     assert caught.value.problems[0].path == "$.client_id"
     assert not Message.objects.exists()
     assert not Run.objects.exists()
@@ -187,7 +187,7 @@ def test_a_forged_cursor_is_a_400_not_a_500(api, cursor):
 
 
 def test_cancel_refuses_fields_it_does_not_take(api, as_user, conversation, outsider):
-    _, run = services.run_start(conversation=conversation, content="hi")
+    _, run = engine.run_start(conversation=conversation, content="hi")
     url = f"/api/v1/runs/{run.pk}/cancel/"
 
     # Another user learns nothing from the body: the run is not theirs.

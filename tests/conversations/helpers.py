@@ -2,6 +2,9 @@
 
 from conversations.models import AuditEvent, Conversation, Message
 
+# The built-in tools a new conversation enables, in the order the product lists them.
+BUILTIN_TOOLS = ("calculator", "current_time", "update_draft", "search_conversations")
+
 
 def tool_call(call_id: str, name: str = "calculator", arguments: str = "{}") -> dict[str, str]:
     return {"id": call_id, "name": name, "arguments": arguments}

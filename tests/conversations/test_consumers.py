@@ -13,9 +13,10 @@ from django.test import Client
 
 from accounts import services as account_services
 from accounts.websocket import origin_allowed
-from conversations import consumers, events, services
+from conversations import consumers, services
+from conversations.engine import eventlog
 from conversations.models import Conversation, Run
-from conversations.payloads import run_payload
+from conversations.serializers import run_payload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -356,7 +357,7 @@ async def test_run_cancel_ends_the_active_run(conversation, owner):
 
 
 def write_log(run: Run, *, finished: bool) -> list[dict[str, Any]]:
-    writer = events.EventWriter.open(str(run.pk), coalesce_ms=0)
+    writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
     writer.emit("run.created", run=run_payload(run))
     writer.emit("message.created", message_id="m1", role="assistant")
     for word in ["Once ", "upon ", "a ", "time"]:
@@ -364,7 +365,7 @@ def write_log(run: Run, *, finished: bool) -> list[dict[str, Any]]:
     writer.flush()
     if finished:
         writer.emit("run.completed", run=run_payload(run))
-    return events.events_all(str(run.pk))
+    return eventlog.events_all(str(run.pk))
 
 
 def run_create(conversation: Conversation, **fields: Any) -> Run:
@@ -390,7 +391,7 @@ async def test_connecting_mid_reply_replays_the_reply_so_far(conversation, owner
 
     replay = [await ws.receive_json_from(timeout=5) for _ in log]
     assert replay == log
-    assert events.message_texts(replay) == {"m1": "Once upon a time"}
+    assert eventlog.message_texts(replay) == {"m1": "Once upon a time"}
     await ws.disconnect()
 
 
@@ -439,7 +440,7 @@ async def test_an_ended_run_whose_log_expired_says_so_instead_of_waiting(convers
 def flaky_follow(*, sends: list[int]) -> tuple[Any, list[int | None]]:
     """events_follow whose Redis connection drops after `sends[i]` events on call i (calls
     past the list work); returns it and the `after` of every call."""
-    real, calls = events.events_follow, []
+    real, calls = eventlog.events_follow, []
 
     async def follow(run_id: str, *, after: int | None = None, **options: Any) -> Any:
         calls.append(after)
@@ -461,7 +462,7 @@ async def test_a_redis_failure_while_following_is_retried_without_gap_or_duplica
     run = await sync_to_async(run_create)(conversation, status="completed")
     log = await sync_to_async(write_log)(run, finished=True)
     follow, calls = flaky_follow(sends=[2, 2])
-    monkeypatch.setattr(events, "events_follow", follow)
+    monkeypatch.setattr(eventlog, "events_follow", follow)
     monkeypatch.setattr(consumers, "RELAY_RETRY_DELAYS", (0.01,))
     ws = await connect_as(owner, conversation.pk)
 
@@ -478,7 +479,7 @@ async def test_a_lasting_redis_failure_tells_the_client_where_to_resume(
     run = await sync_to_async(run_create)(conversation, status="completed")
     log = await sync_to_async(write_log)(run, finished=True)
     follow, calls = flaky_follow(sends=[3, 0, 0, 0])
-    monkeypatch.setattr(events, "events_follow", follow)
+    monkeypatch.setattr(eventlog, "events_follow", follow)
     monkeypatch.setattr(consumers, "RELAY_RETRY_DELAYS", (0.01, 0.01))
     ws = await connect_as(owner, conversation.pk)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from conversations.events import (
+from conversations.engine.eventlog import (
     MESSAGE_COMPLETED,
     MESSAGE_CREATED,
     MESSAGE_DELTA,
@@ -396,7 +396,7 @@ async def test_the_async_follower_gets_what_the_sync_one_gets(run_id):
 async def test_followers_in_one_event_loop_share_their_connections(run_id):
     # A web process follows a run per open socket; opening a connection per follower
     # cost the event loop more than the reads themselves.
-    from conversations.redis_async import async_pool
+    from conversations.engine.eventlog.connections import async_pool
 
     count = await asyncio.to_thread(write_run, run_id, words=20, coalesce_ms=0)
     for _ in range(5):  # one after another: each reuses the connection the last returned
@@ -479,10 +479,10 @@ def test_message_texts_from_a_retried_step_in_the_log(run_id):
 def test_more_writers_than_redis_connections_wait_instead_of_failing(redis_url, settings):
     # A worker runs a step per thread; with more threads than pooled connections a write
     # once failed ("Too many connections") and crashed the step.
-    from conversations import events
+    from conversations.engine.eventlog import connections
 
     settings.PARLEY_REDIS_MAX_CONNECTIONS = 2
-    events._pools.clear()
+    connections._sync_pools.clear()
     run_ids = [str(uuid.uuid4()) for _ in range(16)]
     failures: list[BaseException] = []
 
@@ -502,6 +502,6 @@ def test_more_writers_than_redis_connections_wait_instead_of_failing(redis_url, 
             thread.join(timeout=30)
         assert failures == []
         assert all(len(events_all(run_id)) == 20 for run_id in run_ids)
-        assert events._pools[redis_url].max_connections == 2
+        assert connections._sync_pools[redis_url].max_connections == 2
     finally:
-        events._pools.clear()  # later tests get a pool of the default size
+        connections._sync_pools.clear()  # later tests get a pool of the default size

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from conversations import exchange, services
+from conversations import services
 from conversations.errors import ValidationFailed
+from conversations.formats import exchange
 from conversations.models import Conversation, Message
 from conversations.services import NewMessage
 from tests.conversations.helpers import refetch, row_counts, tool_call

@@ -11,11 +11,12 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from accounts.models import User
-from conversations import exchange, services
+from conversations import services
 from conversations.errors import ValidationFailed
-from conversations.models import BUILTIN_TOOLS, AuditEvent, Conversation
+from conversations.formats import exchange
+from conversations.models import AuditEvent, Conversation
 from conversations.services import NewMessage
-from tests.conversations.helpers import refetch, row_counts, tool_call
+from tests.conversations.helpers import BUILTIN_TOOLS, refetch, row_counts, tool_call
 
 # --- helpers -------------------------------------------------------------------------
 

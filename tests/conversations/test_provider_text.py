@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from conversations import events, runner, services
-from conversations.llm.base import (
+from conversations import engine
+from conversations.engine import dispatch, eventlog, runner
+from conversations.engine.llm.base import (
     Finished,
     ProviderError,
     StreamEvent,
@@ -19,8 +20,8 @@ from conversations.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
+from conversations.engine.streaming import stream_collect
 from conversations.models import Conversation, Run
-from conversations.streaming import stream_collect
 from conversations.validation import TOOL_CALL_ID_MAX, unstorable_reason
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,13 +62,13 @@ class HostileProvider:
 @pytest.fixture
 def steps(monkeypatch) -> list[str]:
     queue: list[str] = []
-    monkeypatch.setattr(runner, "enqueue", lambda run_id, countdown=0: queue.append(run_id))
+    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
     return queue
 
 
 def run_to_the_end(monkeypatch, steps: list[str], conversation, provider) -> Run:
     monkeypatch.setattr(runner, "provider_get", lambda: provider)
-    _, run = services.run_start(conversation=conversation, content="Go")
+    _, run = engine.run_start(conversation=conversation, content="Go")
     steps.append(str(run.id))
     while steps:
         runner.run_step(steps.pop(0))
@@ -123,7 +124,7 @@ def test_every_text_from_a_provider_and_its_tools_is_repaired(
         assert_storable([message.name, message.usage, message.provider_payload])
     assert_storable(run.usage)
     # The event log (what the socket and SSE readers get) holds the same repaired text.
-    log = events.events_all(str(run.id))
+    log = eventlog.events_all(str(run.id))
     assert_storable(log)
     deltas = "".join(e["delta"] for e in log if e["type"] == "message.delta")
     assert "lone \ufffd and NUL \ufffd" in deltas
@@ -144,7 +145,7 @@ def test_a_provider_error_quoting_unstorable_text_fails_the_run_cleanly(
 
     assert run.status == Run.Status.FAILED
     assert run.error == {"code": "provider_error", "message": "upstream said \ufffd and \ufffd"}
-    assert_storable(events.events_all(str(run.id)))
+    assert_storable(eventlog.events_all(str(run.id)))
 
 
 def test_a_collected_reply_is_repaired_too():

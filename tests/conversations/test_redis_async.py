@@ -1,5 +1,5 @@
-"""Event-log appends from an event loop, batched into pipelines (conversations.redis_async),
-against a real Redis-protocol server."""
+"""Event-log appends from an event loop, batched into pipelines
+(conversations.engine.eventlog.connections), against a real Redis-protocol server."""
 
 import asyncio
 import uuid
@@ -8,7 +8,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from conversations.events import (
+from conversations.engine.eventlog import (
     MESSAGE_CREATED,
     MESSAGE_DELTA,
     RUN_COMPLETED,
@@ -20,7 +20,7 @@ from conversations.events import (
     message_texts,
     stream_key,
 )
-from conversations.redis_async import AppendsBatcher, appends_batcher
+from conversations.engine.eventlog.connections import AppendsBatcher, appends_batcher
 
 
 def new_run() -> str:
@@ -60,7 +60,7 @@ async def test_appends_of_concurrent_writers_share_pipelines_and_stay_in_order(r
     batcher = AppendsBatcher(client)
     runs = [new_run() for _ in range(30)]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("conversations.event_writer.appends_batcher", lambda: batcher)
+        patch.setattr("conversations.engine.eventlog.writer.appends_batcher", lambda: batcher)
         await asyncio.gather(*(write_reply(run_id, words=10) for run_id in runs))
     await client.aclose()
     await client.connection_pool.disconnect()

@@ -12,13 +12,13 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.utils import timezone
 
-from conversations import events, runner, services, watchdog
-from conversations.cancel_flags import cancel_flag_key
-from conversations.llm import tools
-from conversations.llm.base import Finished, StreamEvent, TextDelta, UsageReported
-from conversations.llm.tools import ToolContext, tool
+from conversations import engine, services, tools
+from conversations.engine import dispatch, eventlog, runner, watchdog
+from conversations.engine.cancel import cancel_flag_key
+from conversations.engine.llm.base import Finished, StreamEvent, TextDelta, UsageReported
 from conversations.models import Conversation, Message, Run
 from conversations.services.messages import NewMessage, message_append
+from conversations.tools.registry import ToolContext, tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,7 +47,7 @@ class ScriptedProvider:
 def enqueued(monkeypatch) -> list[str]:
     """Steps the runner asks for, instead of sending them to a broker: tests run them."""
     queue: list[str] = []
-    monkeypatch.setattr(runner, "enqueue", lambda run_id, countdown=0: queue.append(run_id))
+    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
     return queue
 
 
@@ -58,7 +58,7 @@ def provide(monkeypatch, provider: ScriptedProvider) -> ScriptedProvider:
 
 def start(conversation, content="Hello") -> Run:
     # run_start announces the run after commit: that needs the event log, not a worker.
-    _, run = services.run_start(conversation=conversation, content=content)
+    _, run = engine.run_start(conversation=conversation, content=content)
     return run
 
 
@@ -75,7 +75,7 @@ def test_a_step_streams_stores_and_completes(conversation, redis_url, enqueued, 
     assert reply.content == "Hi there friend "
     assert reply.run_id == run.id
     assert reply.provider_payload == {"finish_reason": "stop"}
-    types = [e["type"] for e in events.events_all(str(run.id))]
+    types = [e["type"] for e in eventlog.events_all(str(run.id))]
     assert types[:3] == ["run.created", "run.in_progress", "message.created"]
     assert types[-2:] == ["message.completed", "run.completed"]
 
@@ -123,7 +123,7 @@ def test_a_step_that_keeps_crashing_fails_the_run_at_the_attempt_cap(
         run.refresh_from_db()
         assert run.status == Run.Status.IN_PROGRESS
         assert run.lease_token is None  # handed back for a retry
-    assert len(enqueued) == 3
+    assert enqueued == [str(run.id)] * 4  # the first step, then a retry after each crash
     runner.run_step(str(run.id))
 
     run.refresh_from_db()
@@ -131,17 +131,17 @@ def test_a_step_that_keeps_crashing_fails_the_run_at_the_attempt_cap(
     assert run.error is not None
     assert run.error["code"] == "attempts_exhausted"
     assert [m.role for m in conversation.messages.all()] == ["user"]
-    assert events.events_all(str(run.id))[-1]["type"] == "run.failed"
+    assert eventlog.events_all(str(run.id))[-1]["type"] == "run.failed"
 
 
 def test_cancelling_a_queued_run_ends_it_at_once(conversation, redis_url, enqueued):
     run = start(conversation)
 
-    services.run_cancel(run=run)
+    engine.run_cancel(run=run)
 
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
-    assert events.events_all(str(run.id))[-1]["type"] == "run.cancelled"
+    assert eventlog.events_all(str(run.id))[-1]["type"] == "run.cancelled"
     # A worker that gets the step later finds nothing to do.
     runner.run_step(str(run.id))
     run.refresh_from_db()
@@ -172,7 +172,7 @@ class CancelledMidStream(ScriptedProvider):
         number = 0
         async for event in super().stream(**kwargs):
             if number == 1:
-                await sync_to_async(services.run_cancel)(run=run)
+                await sync_to_async(engine.run_cancel)(run=run)
             number += 1
             yield event
             await asyncio.sleep(0.005)  # a model's pace: the stop lands mid-reply
@@ -227,7 +227,7 @@ def test_a_stop_ends_the_reply_at_the_next_chunk(conversation, redis_url, enqueu
 
     class AskedByUser(StoppedMidStream):
         async def request_stop(self, run: Run) -> None:
-            await sync_to_async(services.run_cancel)(run=run)
+            await sync_to_async(engine.run_cancel)(run=run)
 
     words = " ".join(f"w{n}" for n in range(200))  # ten seconds of reply
     provider = AskedByUser(words)
@@ -251,7 +251,7 @@ def test_a_stop_whose_broadcast_was_missed_still_ends_the_reply_within_seconds(
         async def request_stop(self, run: Run) -> None:
             # What run_cancel leaves behind when the broadcast reached nobody.
             await Run.objects.filter(pk=run.pk).aupdate(cancel_requested_at=timezone.now())
-            await sync_to_async(events.redis_client().set)(cancel_flag_key(str(run.id)), 1)
+            await sync_to_async(eventlog.redis_client().set)(cancel_flag_key(str(run.id)), 1)
 
     words = " ".join(f"w{n}" for n in range(200))
     provider = FlagOnly(words)
@@ -286,6 +286,7 @@ def test_a_tool_slower_than_the_lease_keeps_it_and_runs_once(
         Conversation.objects.filter(pk=conversation.pk).update(tools=["slow_lookup"])
         conversation.refresh_from_db()
         run = start(conversation)
+        enqueued.clear()  # the first step's: this test plays that step's part itself
         # The model's reply asked for the tool (stored by the step before).
         message_append(
             conversation=conversation,

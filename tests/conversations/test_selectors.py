@@ -54,8 +54,8 @@ def test_selectors_never_return_another_users_conversations(owner, outsider):
     assert all(c.owner_id == owner.pk for c in selectors.conversation_list(user=owner, q="").items)
     with pytest.raises(Conversation.DoesNotExist):
         selectors.conversation_get(user=owner, conversation_id=theirs[0].pk)
-    assert list(selectors.message_search(user=owner, q="secret")) == []
-    assert len(selectors.message_search(user=outsider, q="SECRET")) == 1
+    assert selectors.search_hits(user=owner, q="secret") == []
+    assert len(selectors.search_hits(user=outsider, q="SECRET")) == 1
 
 
 @pytest.mark.django_db

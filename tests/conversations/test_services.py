@@ -10,8 +10,9 @@ from django.utils import timezone
 from accounts.models import User
 from conversations import services
 from conversations.errors import ValidationFailed
-from conversations.models import BUILTIN_TOOLS, Conversation, Message, Run
+from conversations.models import Conversation, Message, Run
 from conversations.services import NewMessage
+from tests.conversations.helpers import BUILTIN_TOOLS
 
 
 def problems_of(excinfo) -> dict[str, str]:

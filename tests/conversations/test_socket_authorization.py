@@ -20,9 +20,10 @@ from django.utils import timezone
 
 from accounts import services as account_services
 from accounts.models import ApiKey, User
-from conversations import events, services
+from conversations import services
+from conversations.engine import eventlog
 from conversations.models import Conversation, Message, Run
-from conversations.payloads import run_payload
+from conversations.serializers import run_payload
 from tests.conversations.test_consumers import (
     HOST,
     ORIGIN,
@@ -94,7 +95,7 @@ async def test_who_may_open_a_socket_on_a_conversation(conversation, owner, outs
 def theirs(outsider: User) -> tuple[Conversation, Run]:
     conversation = services.conversation_create(owner=outsider, title="Theirs")
     run = Run.objects.create(conversation=conversation, status="completed")
-    writer = events.EventWriter.open(str(run.pk))
+    writer = eventlog.EventWriter.open(str(run.pk))
     writer.emit("run.created", run=run_payload(run))
     writer.emit("run.completed", run=run_payload(run))
     return conversation, run
@@ -163,7 +164,7 @@ def runs_of(conversation: Conversation, *, with_active: bool) -> tuple[Run, Run 
     """A finished run with its event log (to subscribe to), and an active one (to
     cancel) when the frame is run.cancel."""
     stored = Run.objects.create(conversation=conversation, status="completed")
-    writer = events.EventWriter.open(str(stored.pk))
+    writer = eventlog.EventWriter.open(str(stored.pk))
     writer.emit("run.created", run=run_payload(stored))
     writer.emit("run.completed", run=run_payload(stored))
     active = Run.objects.create(conversation=conversation) if with_active else None

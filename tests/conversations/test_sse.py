@@ -12,10 +12,10 @@ from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from accounts import services as account_services
-from conversations import events
 from conversations.api.sse import with_heartbeats
+from conversations.engine import eventlog
 from conversations.models import Run
-from conversations.payloads import run_payload
+from conversations.serializers import run_payload
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -28,14 +28,14 @@ async def close_thread_connections():
 
 def finished_run(conversation) -> tuple[Run, list[dict[str, Any]]]:
     run = Run.objects.create(conversation=conversation, status="completed")
-    writer = events.EventWriter.open(str(run.pk), coalesce_ms=0)
+    writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
     writer.emit("run.created", run=run_payload(run))
     writer.emit("message.created", message_id="m1", role="assistant")
     for word in ["Hello ", "from ", "the ", "log"]:
         writer.message_delta("m1", word)
     writer.flush()
     writer.emit("run.completed", run=run_payload(run))
-    return run, events.events_all(str(run.pk))
+    return run, eventlog.events_all(str(run.pk))
 
 
 async def sse_events(response) -> list[dict[str, Any]]:
@@ -164,7 +164,7 @@ async def test_a_bad_last_event_id_is_refused_400(conversation, owner, last_even
 
 
 async def expire_log(run: Run) -> None:
-    await sync_to_async(events.redis_client().delete)(events.stream_key(run.pk))
+    await sync_to_async(eventlog.redis_client().delete)(eventlog.stream_key(run.pk))
 
 
 async def test_a_finished_run_whose_log_expired_is_gone_410(conversation, owner):
@@ -205,7 +205,7 @@ async def test_a_queued_run_without_a_log_yet_streams_once_its_worker_writes(con
     assert not waiting.done()  # following the log that is not there yet
 
     def worker_leases_and_finishes() -> None:
-        writer = events.EventWriter.open(str(run.pk), coalesce_ms=0)
+        writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
         writer.emit("run.created", run=run_payload(run))
         writer.emit("run.completed", run=run_payload(run))
 
@@ -254,7 +254,7 @@ async def test_no_heartbeat_while_items_keep_coming():
 def live_run(conversation) -> Run:
     """A run in progress whose log has only its first event."""
     run = Run.objects.create(conversation=conversation, status="in_progress")
-    events.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
+    eventlog.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
     return run
 
 
@@ -294,7 +294,9 @@ async def test_a_reader_beyond_a_live_runs_log_ends_when_the_run_does(conversati
     assert not reading.done()
 
     def finish() -> None:
-        events.EventWriter(str(run.pk), next_sequence=1).emit("run.completed", run=run_payload(run))
+        eventlog.EventWriter(str(run.pk), next_sequence=1).emit(
+            "run.completed", run=run_payload(run)
+        )
 
     await sync_to_async(finish)()
     assert await asyncio.wait_for(reading, timeout=5) == []
@@ -311,7 +313,7 @@ async def test_a_reader_past_the_end_of_a_live_run_still_gets_what_comes(convers
     assert not reading.done()
 
     def finish() -> None:
-        writer = events.EventWriter(str(run.pk), next_sequence=1)
+        writer = eventlog.EventWriter(str(run.pk), next_sequence=1)
         writer.emit("run.completed", run=run_payload(run))
 
     await sync_to_async(finish)()

@@ -1,4 +1,4 @@
-"""Turns for a worker's step threads (conversations.step_turns)."""
+"""Turns for a worker's step threads (conversations.engine.turns)."""
 
 import random
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conversations.step_turns import Turns
+from conversations.engine.turns import Turns
 
 
 def run_threads(*targets) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import redis
 
-from conversations import streaming
-from conversations.cancel_flags import cancel_flag_raise, cancel_subscriber_name
-from conversations.events import EventWriter, events_all, message_texts
-from conversations.llm.base import Finished, ProviderError, StreamEvent, TextDelta
+from conversations.engine import streaming
+from conversations.engine.cancel import cancel_flag_raise, cancel_subscriber_name
+from conversations.engine.eventlog import EventWriter, events_all, message_texts
+from conversations.engine.llm.base import Finished, ProviderError, StreamEvent, TextDelta
 from tests.waiting import wait_until
 
 MESSAGE_ID = "m1"

@@ -5,7 +5,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from conversations import events, services
+from conversations import services
+from conversations.engine import eventlog
 from conversations.models import Conversation, Message, Run
 from tests.e2e.side_effects import tables_reset
 from tests.e2e.worker import Worker, worker_start
@@ -42,8 +43,8 @@ def run_wait(run: Run, *, timeout: float = 30, workers: list[Worker] | None = No
     while time.monotonic() < deadline:
         run.refresh_from_db()
         # The terminal event is written just after the commit that ends the run.
-        last = events.event_log_last(str(run.id))
-        if not run.is_active and last is not None and last["type"] in events.TERMINAL_TYPES:
+        last = eventlog.event_log_last(str(run.id))
+        if not run.is_active and last is not None and last["type"] in eventlog.TERMINAL_TYPES:
             return run
         time.sleep(0.05)
     logs = "\n\n".join(w.log()[-4000:] for w in workers or [])

@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from conversations import events, services, watchdog
+from conversations import engine
+from conversations.engine import eventlog, watchdog
 from conversations.models import Message, Run
 from tests.e2e.conftest import run_wait, stored
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
@@ -39,14 +40,14 @@ def rows(sql: str) -> list[tuple]:
 
 
 def deltas_seen(run: Run) -> bool:
-    return any(e["type"] == "message.delta" for e in events.events_all(str(run.id)))
+    return any(e["type"] == "message.delta" for e in eventlog.events_all(str(run.id)))
 
 
 def assert_log_matches_storage(run: Run) -> None:
-    log = events.events_all(str(run.id))
+    log = eventlog.events_all(str(run.id))
     assert [e["sequence_number"] for e in log] == list(range(len(log)))
     assert log[-1]["type"] == "run.completed"
-    texts = events.message_texts(log)
+    texts = eventlog.message_texts(log)
     for message in Message.objects.filter(run=run, role="assistant"):
         assert texts.get(str(message.id), "") == message.content
 
@@ -55,7 +56,7 @@ def test_killed_mid_stream_the_reply_is_streamed_again_and_stored_once(chat, wor
     first = workers()
     fake_openai.push(Script(text=STORY, tokens_per_second=50), Script(text=STORY))
 
-    _, run = services.run_start(conversation=chat, content="Tell me about the fox")
+    _, run = engine.run_start(conversation=chat, content="Tell me about the fox")
     wait_until(lambda: deltas_seen(run), what="the first deltas")
     first.kill()
     workers()
@@ -68,7 +69,7 @@ def test_killed_mid_stream_the_reply_is_streamed_again_and_stored_once(chat, wor
     ]
     assert len(fake_openai.requests) == 2
     assert_log_matches_storage(run)
-    created = [e for e in events.events_all(str(run.id)) if e["type"] == "message.created"]
+    created = [e for e in eventlog.events_all(str(run.id)) if e["type"] == "message.created"]
     assert len(created) == 2
     assert created[0]["message_id"] == created[1]["message_id"]
 
@@ -85,7 +86,7 @@ def test_killed_inside_a_tool_finished_calls_never_run_again(chat, workers, fake
         Script(text="Both are recorded."),
     )
 
-    _, run = services.run_start(conversation=chat, content="Record two things")
+    _, run = engine.run_start(conversation=chat, content="Record two things")
     wait_until(
         lambda: rows(f"SELECT 1 FROM {EXECUTIONS} WHERE call_id = 'call_slow'"),
         what="the slow tool to start",
@@ -130,7 +131,7 @@ def test_a_kill_at_a_random_moment_loses_and_duplicates_nothing(chat, workers, f
     )
     first = workers()
 
-    _, run = services.run_start(conversation=chat, content="Record one thing, then tell a story")
+    _, run = engine.run_start(conversation=chat, content="Record one thing, then tell a story")
     time.sleep(kill_after)
     first.kill()
     workers()
@@ -164,7 +165,7 @@ def test_a_killed_thread_pool_worker_is_recovered_by_beat_alone(
         beat = beat_start(redis_url=redis_url, env=env, schedule=tmp_path / "beat-schedule")
         started.append(worker_start(redis_url=redis_url, env=env, pool="threads", concurrency=4))
 
-        _, run = services.run_start(conversation=chat, content="Tell me about the fox")
+        _, run = engine.run_start(conversation=chat, content="Tell me about the fox")
         wait_until(lambda: deltas_seen(run), what="the first deltas")
         started[0].kill()
         started.append(worker_start(redis_url=redis_url, env=env, pool="threads", concurrency=4))

@@ -23,7 +23,7 @@ from websockets.sync.client import connect
 
 from accounts import services as account_services
 from accounts.models import User
-from conversations import events
+from conversations.engine import eventlog
 from conversations.models import Message, Run
 from tests.e2e.processes import ROOT, ChildProcess, database_url_for_tests
 from tests.e2e.web import free_port
@@ -138,7 +138,7 @@ def chat_over_websocket(port: int, conversation_id: str, key: str) -> list[dict[
     with connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
         assert json.loads(ws.recv(timeout=10))["type"] == "conversation.connected"
         ws.send(json.dumps({"type": "message.create", "content": "what is 12*7?"}))
-        while not got or got[-1]["type"] not in events.TERMINAL_TYPES:
+        while not got or got[-1]["type"] not in eventlog.TERMINAL_TYPES:
             frame = json.loads(ws.recv(timeout=30))
             if "sequence_number" in frame:  # not a conversation notification
                 got.append(frame)
@@ -212,7 +212,7 @@ def test_make_run_processes_answer_a_chat_and_all_stop_on_ctrl_c(tmp_path):
         reply = Message.objects.filter(run=run, role="assistant").order_by("seq").last()
         assert reply is not None
         assert "84" in reply.content
-        assert events.message_texts(got)[str(reply.id)] == reply.content
+        assert eventlog.message_texts(got)[str(reply.id)] == reply.content
 
         # The heartbeat that keeps idle proxies from closing a quiet socket.
         started = time.monotonic()

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conversations import events, services
+from conversations import engine
+from conversations.engine import eventlog
 from conversations.models import Run
 from tests.e2e.conftest import run_wait, stored
 from tests.e2e.worker import Worker, worker_start
@@ -70,7 +71,7 @@ def test_a_provider_error_fails_the_run_with_its_code_and_keeps_only_the_questio
 ):
     fresh_upstream.push(*scripts)
 
-    _, run = services.run_start(conversation=chat, content="What is 6*7?")
+    _, run = engine.run_start(conversation=chat, content="What is 6*7?")
     run = run_wait(run, workers=[impatient_worker])
 
     assert run.status == Run.Status.FAILED
@@ -79,7 +80,7 @@ def test_a_provider_error_fails_the_run_with_its_code_and_keeps_only_the_questio
     assert run.error["message"]
     assert [(m.seq, m.role, m.content) for m in stored(chat)] == [(1, "user", "What is 6*7?")]
     assert len(fresh_upstream.requests) == requests_made
-    last = events.events_all(str(run.id))[-1]
+    last = eventlog.events_all(str(run.id))[-1]
     assert last["type"] == "run.failed"
     assert last["run"]["error"] == run.error
 
@@ -89,7 +90,7 @@ def test_a_rate_limited_call_is_retried_and_the_run_completes(
 ):
     fresh_upstream.push(Script.http(429, retry_after=0), Script(text="Six times seven is 42."))
 
-    _, run = services.run_start(conversation=chat, content="What is 6*7?")
+    _, run = engine.run_start(conversation=chat, content="What is 6*7?")
     run = run_wait(run, workers=[impatient_worker])
 
     assert run.status == Run.Status.COMPLETED, run.error
@@ -98,6 +99,6 @@ def test_a_rate_limited_call_is_retried_and_the_run_completes(
         ("assistant", "Six times seven is 42."),
     ]
     assert len(fresh_upstream.requests) == 2
-    log = events.events_all(str(run.id))
+    log = eventlog.events_all(str(run.id))
     assert log[-1]["type"] == "run.completed"
     assert "run.failed" not in [e["type"] for e in log]

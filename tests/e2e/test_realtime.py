@@ -16,7 +16,7 @@ import pytest
 from websockets.sync.client import ClientConnection, connect
 
 from accounts import services as account_services
-from conversations import events
+from conversations.engine import eventlog
 from conversations.models import Message, Run
 from tests.e2e.web import WebServer, web_start
 from tests.fake_openai import Script
@@ -65,20 +65,20 @@ def run_events_from(ws: ClientConnection, *, limit: int | None = None) -> list[d
         if "sequence_number" not in frame:
             continue  # a conversation notification
         got.append(frame)
-        if frame["type"] in events.TERMINAL_TYPES:
+        if frame["type"] in eventlog.TERMINAL_TYPES:
             break
     return got
 
 
 def finished(got: list[dict[str, Any]]) -> bool:
-    return bool(got) and got[-1]["type"] in events.TERMINAL_TYPES
+    return bool(got) and got[-1]["type"] in eventlog.TERMINAL_TYPES
 
 
 def assert_complete_and_exact(got: list[dict[str, Any]], run: Run) -> None:
     assert [e["sequence_number"] for e in got] == list(range(len(got))), "gap or duplicate"
     assert got[-1]["type"] == "run.completed"
     reply = Message.objects.get(run=run, role="assistant")
-    assert events.message_texts(got)[str(reply.id)] == reply.content == STORY
+    assert eventlog.message_texts(got)[str(reply.id)] == reply.content == STORY
 
 
 def start_reply(ws: ClientConnection, fake_openai, *, rate: float = 150) -> None:

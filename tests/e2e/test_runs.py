@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from conversations import events, services
+from conversations import engine
+from conversations.engine import eventlog
 from conversations.errors import Conflict
 from conversations.models import Message, Run
 from tests.e2e.conftest import run_wait, stored
@@ -22,7 +23,7 @@ def test_two_tool_rounds_complete_with_everything_stored_and_streamed(chat, work
         Script(text="Six times seven is 42, and I checked the time too."),
     )
 
-    _, run = services.run_start(conversation=chat, content="What is 6*7, and what time is it?")
+    _, run = engine.run_start(conversation=chat, content="What is 6*7, and what time is it?")
     run = run_wait(run, workers=[worker])
 
     assert run.status == Run.Status.COMPLETED, run.error
@@ -46,12 +47,12 @@ def test_two_tool_rounds_complete_with_everything_stored_and_streamed(chat, work
     assert second[-2]["tool_calls"][0]["id"] == "call_a"
     assert second[-1] == {"role": "tool", "tool_call_id": "call_a", "content": "42"}
 
-    log = events.events_all(str(run.id))
+    log = eventlog.events_all(str(run.id))
     assert [e["sequence_number"] for e in log] == list(range(len(log)))
     assert log[0]["type"] == "run.created"
     assert log[-1]["type"] == "run.completed"
     assert log[-1]["run"]["status"] == "completed"
-    texts = events.message_texts(log)
+    texts = eventlog.message_texts(log)
     assert texts[str(messages[5].id)] == messages[5].content
     results = [e for e in log if e["type"] == "tool_result.completed"]
     assert (results[0]["call_id"], results[0]["output"]) == ("call_a", "42")
@@ -61,9 +62,9 @@ def test_two_tool_rounds_complete_with_everything_stored_and_streamed(chat, work
 
 def test_a_second_message_while_a_run_is_active_is_refused(chat, redis_url):
     # No worker: the first run stays queued.
-    services.run_start(conversation=chat, content="first")
+    engine.run_start(conversation=chat, content="first")
     with pytest.raises(Conflict):
-        services.run_start(conversation=chat, content="second")
+        engine.run_start(conversation=chat, content="second")
     assert [m.content for m in stored(chat)] == ["first"]
 
 
@@ -72,7 +73,7 @@ def test_the_iteration_limit_ends_the_run_incomplete(chat, workers, fake_openai)
     for i in range(3):
         fake_openai.push(Script(tool_calls=[(f"call_{i}", "calculator", '{"expression": "1+1"}')]))
 
-    _, run = services.run_start(conversation=chat, content="Keep adding forever")
+    _, run = engine.run_start(conversation=chat, content="Keep adding forever")
     run = run_wait(run, workers=[worker])
 
     assert run.status == Run.Status.INCOMPLETE
@@ -85,28 +86,28 @@ def test_cancel_mid_stream_keeps_the_partial_reply(chat, workers, fake_openai):
     worker = workers()
     fake_openai.push(Script(text="word " * 400, tokens_per_second=40))
 
-    _, run = services.run_start(conversation=chat, content="Tell me a long story")
+    _, run = engine.run_start(conversation=chat, content="Tell me a long story")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        if any(e["type"] == "message.delta" for e in events.events_all(str(run.id))):
+        if any(e["type"] == "message.delta" for e in eventlog.events_all(str(run.id))):
             break
         time.sleep(0.05)
-    services.run_cancel(run=run)
+    engine.run_cancel(run=run)
     run = run_wait(run, workers=[worker])
 
     assert run.status == Run.Status.CANCELLED
     reply = Message.objects.get(conversation=chat, role="assistant")
     assert 0 < len(reply.content) < len("word " * 400)
     assert reply.provider_payload == {"finish_reason": "cancelled"}
-    log = events.events_all(str(run.id))
-    assert events.message_texts(log)[str(reply.id)] == reply.content
+    log = eventlog.events_all(str(run.id))
+    assert eventlog.message_texts(log)[str(reply.id)] == reply.content
     assert log[-1]["type"] == "run.cancelled"
 
 
 def test_the_demo_provider_answers_offline_through_the_worker(chat, workers, fake_openai):
     worker = workers(OPENAI_API_KEY="", PARLEY_DEMO_TOKENS_PER_SECOND="0")
 
-    _, run = services.run_start(conversation=chat, content="What is 12*7?")
+    _, run = engine.run_start(conversation=chat, content="What is 12*7?")
     run = run_wait(run, workers=[worker])
 
     assert run.status == Run.Status.COMPLETED, run.error

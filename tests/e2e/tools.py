@@ -9,7 +9,7 @@ import time
 
 from django.db import connection
 
-from conversations.llm.tools import ToolContext, tool
+from conversations.tools.registry import ToolContext, tool
 from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
 
 

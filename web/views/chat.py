@@ -12,7 +12,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from accounts.models import User
 from conversations import selectors, validation
-from conversations.llm import provider_is_demo
+from conversations.engine import provider_is_demo
 from conversations.models import Conversation
 from web.security import strict_csp
 

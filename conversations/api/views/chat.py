@@ -11,20 +11,25 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
-from conversations import events, services, stateless
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, AsyncApiView, idempotent
 from conversations.api.errors import ApiError
 from conversations.api.throttles import ModelThrottle, UserThrottle
-from conversations.llm.base import ProviderError
-from conversations.payloads import run_payload
+from conversations.engine import (
+    RESET_MESSAGES,
+    ProviderError,
+    chat_start,
+    eventlog,
+    stateless_chat,
+)
+from conversations.serializers import run_payload
 
 
 def _start(request: Request) -> tuple[Any, Any]:
     serializer = s.ChatIn(data=request.data)
     serializer.is_valid(raise_exception=True)
     data = serializer.validated_data
-    conversation, _, run = services.chat_start(
+    conversation, _, run = chat_start(
         user=request.user,  # type: ignore[arg-type]
         message=data["message"],
         conversation_id=data.get("conversation_id"),
@@ -45,12 +50,12 @@ async def _wait(run_id: str, timeout: float) -> tuple[str | None, dict[str, Any]
 
     Only a Redis connection blocked in XREAD is held meanwhile."""
     reply: str | None = None
-    async for event in events.events_follow(run_id, timeout=timeout):
-        if event["type"] == events.MESSAGE_COMPLETED:
+    async for event in eventlog.events_follow(run_id, timeout=timeout):
+        if event["type"] == eventlog.MESSAGE_COMPLETED:
             message = event["message"]
             if message.get("role") == "assistant":
                 reply = message.get("content", "")
-        elif event["type"] in events.TERMINAL_TYPES:
+        elif event["type"] in eventlog.TERMINAL_TYPES:
             return reply or "", event["run"]
     return None, None
 
@@ -141,7 +146,7 @@ class StatelessChatView(ApiView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         try:
-            result = stateless.stateless_chat(
+            result = stateless_chat(
                 user=request.user,  # type: ignore[arg-type]
                 state=data.get("state"),
                 system=data.get("system", ""),
@@ -158,6 +163,6 @@ class StatelessChatView(ApiView):
         if result.state_reset:
             body["state_reset"] = {
                 "reason": result.state_reset,
-                "message": stateless.RESET_MESSAGES[result.state_reset],
+                "message": RESET_MESSAGES[result.state_reset],
             }
         return Response(body)

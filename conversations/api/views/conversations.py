@@ -15,13 +15,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
-from conversations import exchange, selectors, services
+from conversations import selectors, services
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, idempotent, int_param, page_response
 from conversations.api.errors import ApiError
 from conversations.api.throttles import ModelThrottle
+from conversations.engine import run_start
+from conversations.formats import exchange
 from conversations.models import Conversation
-from conversations.payloads import (
+from conversations.serializers import (
     conversation_payload,
     message_payload,
     message_row_payload,
@@ -188,7 +190,7 @@ class MessageListView(ApiView):
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
         data = _valid(s.MessageIn, request)
-        message, run = services.run_start(
+        message, run = run_start(
             conversation=conversation,
             content=data["content"],
             client_id=data.get("client_id", ""),

@@ -13,7 +13,7 @@ from conversations import selectors
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, idempotent, int_param, page_response
 from conversations.errors import Problem, ValidationFailed
-from conversations.llm.tools import tool_catalog
+from conversations.tools.registry import tool_catalog
 
 
 class SearchView(ApiView):

@@ -4,10 +4,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from conversations import selectors, services
+from conversations import selectors
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, idempotent
-from conversations.payloads import run_payload
+from conversations.engine import run_cancel
+from conversations.serializers import run_payload
 
 
 class RunDetailView(ApiView):
@@ -30,4 +31,4 @@ class RunCancelView(ApiView):
     def post(self, request: Request, run_id: str) -> Response:
         run = selectors.run_get_for_user(user=request.user, run_id=run_id)  # type: ignore[arg-type]
         s.NoFieldsIn(data=request.data).is_valid(raise_exception=True)
-        return Response(run_payload(services.run_cancel(run=run)))
+        return Response(run_payload(run_cancel(run=run)))

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from conversations.llm import provider_get, provider_is_demo
-from conversations.llm.base import (
+from conversations.engine.llm import provider_get, provider_is_demo
+from conversations.engine.llm.base import (
     Finished,
     StreamAccumulator,
     StreamEvent,
@@ -17,7 +17,7 @@ from conversations.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
-from conversations.llm.demo import DemoProvider
+from conversations.engine.llm.demo import DemoProvider
 from tests.streams import drain
 
 

@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from conversations.llm.base import (
+from conversations.engine.llm.base import (
     Finished,
     ProviderError,
     StreamAccumulator,
@@ -23,8 +23,8 @@ from conversations.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
-from conversations.llm.openai_provider import OpenAIProvider
-from conversations.llm.openai_sse import ChunkTranslator, sse_events
+from conversations.engine.llm.openai_provider import OpenAIProvider
+from conversations.engine.llm.openai_sse import ChunkTranslator, sse_events
 from tests.fake_openai import FakeOpenAI, Script
 from tests.streams import drain
 

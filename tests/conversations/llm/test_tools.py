@@ -11,11 +11,10 @@ import pytest
 from pydantic import Field
 
 from accounts.models import User
-from conversations import services
-from conversations.llm import tools
-from conversations.llm.tools import ToolContext, ToolResult, tool, tool_execute
-from conversations.models import BUILTIN_TOOLS, Conversation
-from tests.conversations.helpers import refetch
+from conversations import services, tools
+from conversations.models import Conversation
+from conversations.tools import ToolContext, ToolResult, tool, tool_execute
+from tests.conversations.helpers import BUILTIN_TOOLS, refetch
 
 ALL = list(BUILTIN_TOOLS)
 
@@ -707,15 +706,15 @@ def test_search_finds_only_the_owners_messages(owner, histories):
     assert not result.is_error
     found = json.loads(result.output)
     assert [(f["conversation_title"], f["snippet"]) for f in found] == [
-        ("Zoo", "zebras are striped"),
-        ("Cats", "I saw a Zebra today"),
+        ("Zoo", "**zebra**s are striped"),
+        ("Cats", "I saw a **Zebra** today"),
     ]
     assert found[0] == {
         "conversation_id": str(other.id),
         "conversation_title": "Zoo",
         "seq": 1,
         "role": "user",
-        "snippet": "zebras are striped",
+        "snippet": "**zebra**s are striped",
     }
     assert "mallory" not in result.output
 
@@ -753,6 +752,6 @@ def test_search_snippets_stay_short_and_show_the_match(owner, conversation):
     (found,) = json.loads(search(owner, conversation, query="needle").output)
     snippet = found["snippet"]
     assert len(snippet) <= 200
-    assert "NEEDLE in the haystack" in snippet
+    assert "**NEEDLE** in the haystack" in snippet
     assert snippet.startswith("…")
     assert snippet.endswith("…")

@@ -1,0 +1,41 @@
+"""The engine: the tool loop and the event log. No HTTP, no templates.
+
+This module is its public surface for the transports (API, websocket consumers, admin,
+tasks, web pages), with the event log's own face, `conversations.engine.eventlog`; the
+other modules here are the engine's insides (an import-linter contract keeps them so).
+
+- runs.py: run_start, run_cancel, chat_start and the one run_finish every ending uses
+- runner.py: one step of a run (a model call or the pending tools), under a lease
+- watchdog.py: the periodic sweep that restarts runs whose worker died
+- stateless.py: a chat whose whole history travels with the request, stored nowhere
+- llm/: the providers (OpenAI-compatible, the offline demo) and stream parsing
+- eventlog/: each run's append-only event log on a Redis Stream
+"""
+
+from conversations.engine.llm import provider_get, provider_is_demo
+from conversations.engine.llm.base import ProviderError
+from conversations.engine.runner import run_step
+from conversations.engine.runs import (
+    RUN_ACTIVE_MESSAGE,
+    chat_start,
+    run_cancel,
+    run_finish,
+    run_start,
+)
+from conversations.engine.stateless import RESET_MESSAGES, stateless_chat
+from conversations.engine.watchdog import runs_watchdog
+
+__all__ = [
+    "RESET_MESSAGES",
+    "RUN_ACTIVE_MESSAGE",
+    "ProviderError",
+    "chat_start",
+    "provider_get",
+    "provider_is_demo",
+    "run_cancel",
+    "run_finish",
+    "run_start",
+    "run_step",
+    "runs_watchdog",
+    "stateless_chat",
+]

@@ -1,0 +1,263 @@
+"""The OpenAI-compatible provider: OpenAI, vLLM, Ollama, llama.cpp ... via the official SDK.
+
+The SDK runs asynchronously on its aiohttp transport (the `aiohttp` extra): a worker reads
+every reply in flight on one event loop (conversations/engine/streaming.py), and aiohttp's C
+HTTP parser reads a chunk for about half the CPU of the default httpx transport. The SDK's
+own retries are off (`max_retries=0`): a streamed call may only be retried before its first
+event reached the runner, and only this module knows when that happened.
+
+The SDK sends the request and raises its status errors; the SSE body is read by
+conversations/engine/llm/openai_sse.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import re
+import time
+import weakref
+from collections.abc import AsyncGenerator
+from contextlib import AbstractAsyncContextManager
+from typing import Any, cast
+
+import aiohttp
+import httpx2
+import openai
+from django.conf import settings
+from openai.types.chat import (
+    ChatCompletionMessageParam,
+    ChatCompletionToolUnionParam,
+)
+
+from conversations.engine.llm.base import ProviderError, StreamEvent
+from conversations.engine.llm.openai_sse import ChunkTranslator, read_chunks
+
+logger = logging.getLogger(__name__)
+
+# Upstream error text is shown to users: keep it short and strip anything key-like.
+_MAX_DETAIL_CHARS = 300
+_SECRET_PATTERN = re.compile(r"(sk-[\w*\-]+|Bearer\s+\S+)", re.IGNORECASE)
+# OpenAI and vLLM say "maximum context length", llama.cpp "exceed_context_size".
+_CONTEXT_LENGTH_HINTS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "exceed_context_size",
+    "context size",
+)
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        retry_after_max: float = 20.0,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.timeout = float(settings.OPENAI_TIMEOUT_SECONDS if timeout is None else timeout)
+        self.max_retries = settings.OPENAI_MAX_RETRIES if max_retries is None else max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.retry_after_max = retry_after_max
+        self.api_key = api_key or settings.OPENAI_API_KEY
+        self.base_url = base_url or settings.OPENAI_BASE_URL or None
+        self._http_client = http_client  # tests pass a mock transport
+        # An async client belongs to the event loop it first ran on (its connection pool
+        # does): one per loop, reused across calls on that loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]
+        self._clients = weakref.WeakKeyDictionary()
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client of the running event loop."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            http_client = self._http_client or openai.DefaultAioHttpClient(timeout=self.timeout)
+            client = self._clients[loop] = openai.AsyncOpenAI(
+                api_key=self.api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                http_client=http_client,
+            )
+        return client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client and its connections."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    async def stream(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> AsyncGenerator[StreamEvent, None]:
+        attempt = 0
+        while True:
+            translator = ChunkTranslator()
+            started = False  # an event reached the caller: from then on, never retry
+            try:
+                async with self._open(model, messages, tools) as response:
+                    async for chunk in read_chunks(response):
+                        for event in translator.feed(chunk):
+                            started = True
+                            yield event
+                for event in translator.finish():
+                    yield event
+                return
+            except openai.APIError as raised:
+                error = _unwrapped(raised)
+                if translator.finish_reason and isinstance(error, openai.APIConnectionError):
+                    # Only the usage chunk or [DONE] was lost: the reply itself is complete.
+                    logger.warning("Stream broke after its finish reason; keeping the reply")
+                    for event in translator.finish():
+                        yield event
+                    return
+                if started or attempt >= self.max_retries or not _is_retryable(error):
+                    raise _provider_error(error, started=started, timeout=self.timeout) from error
+                delay = self._retry_delay(attempt, error)
+                attempt += 1
+                message = "Model call failed (%s); retry %d of %d in %.2fs"
+                logger.warning(message, _describe(error), attempt, self.max_retries, delay)
+                await asyncio.sleep(delay)
+
+    def _open(
+        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> AbstractAsyncContextManager[openai.AsyncAPIResponse[Any]]:
+        # Entering sends the request: status errors and connect/header timeouts are raised
+        # there as usual. The body is left unread for `read_chunks`; leaving closes it.
+        # Messages and tools are already in OpenAI's wire format; the casts only name that.
+        return self.client.chat.completions.with_streaming_response.create(
+            model=model,
+            messages=cast(list[ChatCompletionMessageParam], messages),
+            tools=cast(list[ChatCompletionToolUnionParam], tools) if tools else openai.omit,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+
+    def _retry_delay(self, attempt: int, error: openai.APIError) -> float:
+        retry_after = _retry_after_seconds(error)
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.retry_after_max)
+        delay = min(self.backoff_base * 2**attempt, self.backoff_max)
+        return delay * (1 + random.uniform(0, 0.25))  # jitter spreads out concurrent retries
+
+
+def _unwrapped(error: openai.APIError) -> openai.APIError:
+    """The SDK error with the transport's cause read correctly.
+
+    The aiohttp transport maps every `aiohttp.ClientConnectionError` to a connect *timeout*,
+    so a refused or reset connection would be reported as the server being slow. Its
+    original exception is kept in the cause chain: a timeout only if that says so.
+    """
+    if not isinstance(error, openai.APITimeoutError):
+        return error
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, aiohttp.ServerTimeoutError | asyncio.TimeoutError):
+            return error
+        if isinstance(cause, aiohttp.ClientError | OSError):
+            return openai.APIConnectionError(request=error.request)
+        cause = cause.__cause__ or cause.__context__
+    return error
+
+
+def _is_retryable(error: openai.APIError) -> bool:
+    if isinstance(error, openai.APIConnectionError):  # includes timeouts
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code == 429 or error.status_code >= 500
+    return False
+
+
+def _retry_after_seconds(error: openai.APIError) -> float | None:
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    headers = error.response.headers
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            parsed = email.utils.parsedate_tz(value)  # Retry-After may be an HTTP date
+            if parsed is not None:
+                return float(email.utils.mktime_tz(parsed) - time.time())
+    return None
+
+
+def _provider_error(error: openai.APIError, *, started: bool, timeout: float) -> ProviderError:
+    if isinstance(error, openai.APITimeoutError):
+        return ProviderError(
+            "provider_timeout", f"The model server did not answer within {timeout:g} seconds."
+        )
+    if isinstance(error, openai.APIConnectionError):
+        if started:
+            return ProviderError(
+                "connection_error", "The connection to the model server broke mid-reply."
+            )
+        return ProviderError("connection_error", "Could not connect to the model server.")
+    detail = _upstream_detail(error)
+    status = error.status_code if isinstance(error, openai.APIStatusError) else None
+    if status == 429:
+        return ProviderError(
+            "rate_limited", "The model server is rate limiting requests; try again shortly."
+        )
+    if (status is None or status == 400 or status == 413) and _is_context_length(error):
+        return ProviderError(
+            "context_length_exceeded",
+            f"The conversation is too long for the model's context window. {detail}".strip(),
+        )
+    if status in (401, 403):
+        # Upstream text may quote part of the key, so it is not passed on.
+        return ProviderError(
+            "authentication_failed",
+            f"The model server refused the credentials (HTTP {status}); check OPENAI_API_KEY.",
+        )
+    if status is not None and 400 <= status < 500:
+        return ProviderError(
+            "bad_request", f"The model server rejected the request (HTTP {status}). {detail}"
+        )
+    where = f"HTTP {status}" if status is not None else "during the reply"
+    return ProviderError("provider_error", f"The model server failed ({where}). {detail}".strip())
+
+
+def _is_context_length(error: openai.APIError) -> bool:
+    text = f"{error.code or ''} {error.type or ''} {_upstream_message(error)}".lower()
+    return any(hint in text for hint in _CONTEXT_LENGTH_HINTS)
+
+
+def _upstream_message(error: openai.APIError) -> str:
+    # The SDK's `message` is prefixed with "Error code: NNN - "; the body has the clean text.
+    body = error.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return error.message
+
+
+def _upstream_detail(error: openai.APIError) -> str:
+    message = _SECRET_PATTERN.sub("[redacted]", _upstream_message(error)).strip()
+    if len(message) > _MAX_DETAIL_CHARS:
+        message = message[: _MAX_DETAIL_CHARS - 1] + "…"
+    return message
+
+
+def _describe(error: openai.APIError) -> str:
+    if isinstance(error, openai.APIStatusError):
+        return f"HTTP {error.status_code}"
+    return type(error).__name__

@@ -1,0 +1,245 @@
+"""Model replies streamed on one event loop per process.
+
+A worker runs a step per thread, but a thread per streaming reply spent most of its CPU
+handing the GIL back and forth: every upstream chunk woke its thread, and 50 replies at
+100 tokens/s are 5,000 wake-ups a second. Here the step's thread does the database work
+(lease, model input, storing the reply) and hands the stream itself to this process's
+streaming loop: one thread running asyncio, where every reply in flight is read, coalesced
+and written to its run's event log. The step's thread sleeps meanwhile, waking about once
+a second to renew the lease (`ReplyStream.wait`).
+
+A stop request reaches the loop itself: it follows the stop broadcast
+(engine/cancel.py) with one subscription per process and ends the run's
+reply at once, at the next chunk (`_LiveReplies`). The step's thread still looks for the
+stop flag when it wakes, for a broadcast missed while the subscription was down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from django.conf import settings
+
+from conversations.background_loop import loop_run, process_loop
+from conversations.engine import eventlog
+from conversations.engine.cancel import cancel_requests_follow
+from conversations.engine.llm.base import (
+    Provider,
+    ProviderError,
+    StreamAccumulator,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStarted,
+    storable_event,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class StreamResult:
+    reply: StreamAccumulator = field(default_factory=StreamAccumulator)
+    stopped: bool = False  # a stop request ended the stream early
+    error: ProviderError | None = None
+
+
+class ReplyStream:
+    """One model call streamed into a run's event log, driven from a step's thread.
+
+    The writer belongs to the streaming loop from `start()` until `wait()` returns a
+    result; the thread must not touch it in between.
+    """
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        writer: eventlog.EventWriter,
+        message_id: str,
+    ) -> None:
+        self.provider = provider
+        self.model, self.messages, self.tools = model, messages, tools
+        self.writer = writer
+        self.message_id = message_id
+        self._future: concurrent.futures.Future[StreamResult] | None = None
+        self._task: asyncio.Task[StreamResult] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_requested = False
+        self._discard = False
+        self._cancellable = True  # cleared once the stream is over: the rest must finish
+        self._started = threading.Event()
+
+    def start(self) -> ReplyStream:
+        self._loop = process_loop()
+        self._future = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
+        return self
+
+    def wait(self, timeout: float) -> StreamResult | None:
+        """The result, or None if the stream is still going after `timeout` seconds."""
+        assert self._future is not None, "start() first"
+        try:
+            return self._future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            return None
+
+    def stop(self, *, discard: bool = False) -> None:
+        """End the stream early. The text so far stays in the result, and pending deltas
+        are written to the log unless `discard` (the lease is lost: another worker owns
+        the log now)."""
+        self._stop_requested = True
+        self._discard = self._discard or discard
+        if self._loop is not None and self._started.wait(timeout=5):
+            self._loop.call_soon_threadsafe(self._cancel_task)
+
+    def _cancel_task(self) -> None:
+        if self._cancellable and self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def _stop_on_loop(self) -> None:
+        """`stop()` from the streaming loop's own thread (a broadcast stop request)."""
+        self._stop_requested = True
+        self._cancel_task()
+
+    async def _run(self) -> StreamResult:
+        self._task = asyncio.current_task()
+        self._started.set()
+        result = StreamResult()
+        if self._stop_requested:
+            result.stopped = True
+            return result
+        writer = self.writer
+        flusher = asyncio.create_task(_flush_when_stalled(writer))
+        stream = self.provider.stream(model=self.model, messages=self.messages, tools=self.tools)
+        live = _live_replies()
+        live.add(self)
+        try:
+            async for raw in stream:
+                event = storable_event(raw)
+                result.reply.add(event)
+                if isinstance(event, TextDelta):
+                    await writer.amessage_delta(self.message_id, event.text)
+                elif isinstance(event, ToolCallStarted):
+                    await writer.aemit(
+                        eventlog.TOOL_CALL_CREATED,
+                        message_id=self.message_id,
+                        call_id=event.call_id,
+                        name=event.name,
+                    )
+                elif isinstance(event, ToolCallArgumentsDelta):
+                    await writer.atool_arguments_delta(event.call_id, event.delta)
+        except ProviderError as error:
+            result.error = error
+        except asyncio.CancelledError:
+            if not self._stop_requested:
+                raise
+            # Our own stop: end the stream and keep what was said.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            result.stopped = True
+        finally:
+            self._cancellable = False
+            live.discard(self)
+            flusher.cancel()
+            # Closing the generator closes the upstream response now, not at collection.
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        if self._discard:
+            writer.discard_pending()
+        else:
+            await writer.aflush()
+        return result
+
+
+class _LiveReplies:
+    """The replies a streaming loop is streaming, by run id, and the loop's subscription
+    to stop requests, started with its first reply. Used on the loop's thread only, so
+    step threads never touch it: their replies register themselves once running there."""
+
+    def __init__(self) -> None:
+        self._replies: dict[str, set[ReplyStream]] = {}
+        self._follower: asyncio.Task[None] | None = None
+        self._url = ""
+
+    def add(self, reply: ReplyStream) -> None:
+        self._replies.setdefault(reply.writer.run_id, set()).add(reply)
+        url = settings.REDIS_URL  # read each time: tests change it
+        if self._follower is None or self._follower.done() or self._url != url:
+            if self._follower is not None:
+                self._follower.cancel()
+            self._url = url
+            self._follower = asyncio.create_task(
+                cancel_requests_follow(url=url, on_request=self._stop)
+            )
+
+    def discard(self, reply: ReplyStream) -> None:
+        replies = self._replies.get(reply.writer.run_id)
+        if replies is not None:
+            replies.discard(reply)
+            if not replies:
+                del self._replies[reply.writer.run_id]
+
+    def _stop(self, run_id: str) -> None:
+        for reply in list(self._replies.get(run_id, ())):
+            try:
+                reply._stop_on_loop()
+            except Exception:  # one reply's trouble must not end the subscription
+                log.exception("run %s: could not stop the reply", run_id)
+
+
+def _live_replies() -> _LiveReplies:
+    """The running loop's registry (a forked child's new loop gets its own)."""
+    loop = asyncio.get_running_loop()
+    live = _live_by_loop.get(loop)
+    if live is None:
+        live = _live_by_loop[loop] = _LiveReplies()
+    return live
+
+
+_live_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LiveReplies] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _flush_when_stalled(writer: eventlog.EventWriter) -> None:
+    """Write deltas that waited a whole coalescing window for the next chunk.
+
+    Deltas are otherwise written when a chunk arrives and the window has passed, so a
+    model that pauses mid-sentence would hold its last words back until it goes on.
+    """
+    window = max(writer.window, 0.01)
+    while True:
+        await asyncio.sleep(window)
+        age = writer.pending_age()
+        if age is not None and age >= window:
+            with contextlib.suppress(Exception):  # the stream's own writes report failures
+                await writer.aflush()
+
+
+def stream_collect(
+    provider: Provider,
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+) -> StreamAccumulator:
+    """A whole model call, collected without publishing events (stateless chat)."""
+
+    async def collect() -> StreamAccumulator:
+        reply = StreamAccumulator()
+        async for event in provider.stream(model=model, messages=messages, tools=tools):
+            reply.add(storable_event(event))
+        return reply
+
+    return loop_run(collect())

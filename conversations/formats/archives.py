@@ -1,0 +1,302 @@
+"""Exports of many conversations at once, as byte streams with flat memory.
+
+The selection is walked in primary-key pages. Where a format needs every message of many
+conversations (JSONL, CSV), the messages of a page of conversations come from one query
+read through a server-side cursor (`.iterator()`), so the cost is one query per few
+thousand messages rather than one per conversation. ZIP archives are written with the
+standard library's zipfile into a sink that hands out the bytes written so far: zipfile
+streams to an unseekable file by putting sizes in data descriptors after each member.
+
+Formats: a ZIP of JSON v1 documents (re-importable), a ZIP of Markdown transcripts, one
+JSONL file (OpenAI chat fine-tuning format) and one CSV of messages.
+"""
+
+import csv
+import io
+import itertools
+import json
+import unicodedata
+import zipfile
+from collections.abc import Iterable, Iterator
+from typing import Any
+from uuid import UUID
+
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
+
+from conversations.context import HistoryMessage
+from conversations.formats.exchange import export_json_chunks, export_markdown_chunks, jsonl_line
+from conversations.models import Conversation, Message
+
+# Conversations read per page, and the message budget of one message query.
+CONVERSATION_PAGE = 500
+MESSAGES_PER_QUERY = 20_000
+READ_CHUNK = 5_000
+# Bytes gathered before a piece is handed to the response.
+FLUSH_BYTES = 64 * 1024
+
+CSV_COLUMNS = [
+    "conversation_id",
+    "conversation_title",
+    "owner_id",
+    "seq",
+    "role",
+    "kind",
+    "name",
+    "tool_call_id",
+    "content",
+    "tool_calls",
+    "created_at",
+    "run_id",
+    "total_tokens",
+]
+
+
+def conversations_in_pages(
+    queryset: QuerySet[Conversation], size: int = CONVERSATION_PAGE
+) -> Iterator[list[Conversation]]:
+    """The selection, ordered by id, a page at a time (keyset: deep pages cost the same)."""
+    rows = queryset.order_by("pk")
+    last: UUID | None = None
+    while True:
+        page = list((rows if last is None else rows.filter(pk__gt=last))[:size])
+        if not page:
+            return
+        yield page
+        last = page[-1].pk
+
+
+def _groups(conversations: list[Conversation]) -> Iterator[list[Conversation]]:
+    """Split a page so that one message query reads about MESSAGES_PER_QUERY rows."""
+    group: list[Conversation] = []
+    budget = 0
+    for conversation in conversations:
+        group.append(conversation)
+        budget += conversation.message_count
+        if budget >= MESSAGES_PER_QUERY:
+            yield group
+            group, budget = [], 0
+    if group:
+        yield group
+
+
+def _with_messages(
+    queryset: QuerySet[Conversation], fields: tuple[str, ...], **expressions: Any
+) -> Iterator[tuple[Conversation, list[tuple[Any, ...]]]]:
+    """Each conversation of the selection with its messages' `fields` (names or
+    annotations given in `expressions`), in seq order."""
+    for page in conversations_in_pages(queryset):
+        for group in _groups(page):
+            rows = (
+                Message.objects.filter(conversation__in=[c.pk for c in group])
+                .annotate(**expressions)
+                .order_by("conversation_id", "seq")
+                .values_list("conversation_id", *fields)
+                .iterator(chunk_size=READ_CHUNK)
+            )
+            by_conversation = {
+                key: list(found) for key, found in itertools.groupby(rows, key=lambda r: r[0])
+            }
+            for conversation in group:
+                yield conversation, by_conversation.pop(conversation.pk, [])
+
+
+def _sized(pieces: Iterable[str]) -> Iterator[bytes]:
+    """Join small text pieces into pieces of about FLUSH_BYTES, encoded as UTF-8."""
+    buffer: list[str] = []
+    size = 0
+    for piece in pieces:
+        buffer.append(piece)
+        size += len(piece)
+        if size >= FLUSH_BYTES:
+            yield "".join(buffer).encode()
+            buffer, size = [], 0
+    if buffer:
+        yield "".join(buffer).encode()
+
+
+# --- JSONL ---------------------------------------------------------------------------
+
+
+def _calls(text: str) -> list[dict[str, str]]:
+    calls: list[dict[str, str]] = [] if text == "[]" else json.loads(text)
+    return calls
+
+
+def jsonl_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
+    """One line per conversation in OpenAI's chat fine-tuning format."""
+    # Tool calls are read as JSON text and decoded here only when there are any: most
+    # messages have none, and decoding "[]" per row was a third of the export's time.
+    fields = ("role", "content", "calls_text", "tool_call_id")
+    calls_text = Cast("tool_calls", TextField())
+    return _sized(
+        jsonl_line(
+            conversation.system_prompt,
+            [
+                HistoryMessage(
+                    role=role, content=content, tool_calls=_calls(calls), tool_call_id=call_id
+                )
+                for _, role, content, calls, call_id in rows
+            ],
+        )
+        for conversation, rows in _with_messages(queryset, fields, calls_text=calls_text)
+    )
+
+
+# --- CSV -----------------------------------------------------------------------------
+
+
+class _Line:
+    """A file-like target for csv.writer that keeps what was written last."""
+
+    value = ""
+
+    def write(self, text: str) -> int:
+        self.value = text
+        return len(text)
+
+
+# A cell starting with one of these is a formula to a spreadsheet: content written by a
+# user or a model could run one in the moderator's spreadsheet (CSV injection). The
+# full-width forms count too, and so does one behind spaces or line breaks, which some
+# spreadsheets skip.
+_FORMULA_STARTS = (
+    "=",
+    "+",
+    "-",
+    "@",
+    "\t",
+    "\r",
+    "\n",
+    "|",
+    "%",
+    "\uff1d",
+    "\uff0b",
+    "\uff0d",
+    "\uff20",
+    # The small forms of the same signs.
+    "\ufe62",
+    "\ufe63",
+    "\ufe66",
+    "\ufe6b",
+)
+
+
+def _visible_start(text: str) -> str:
+    """The text from its first character a spreadsheet would not skip: whitespace and
+    invisible format characters (a byte-order mark, zero-width spaces) may hide a sign."""
+    for index, char in enumerate(text):
+        if not (char.isspace() or unicodedata.category(char) == "Cf"):
+            return text[index:]
+    return ""
+
+
+def csv_cell(value: object) -> str:
+    """Any cell made inert for spreadsheets: a leading apostrophe, which spreadsheets
+    show as plain text (OWASP's advice for CSV injection). Every cell of the export goes
+    through here, not only the ones that hold text today."""
+    text = "" if value is None else str(value)
+    risky = text.startswith(_FORMULA_STARTS) or _visible_start(text).startswith(_FORMULA_STARTS)
+    return f"'{text}" if risky else text
+
+
+def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
+    """Every message of the selection, one row each. The csv module quotes fields holding
+    commas, quotes or line breaks, so multi-line content survives a spreadsheet; text
+    that would start a formula is neutralised, in every column (csv_cell)."""
+    fields = (
+        "seq",
+        "role",
+        "kind",
+        "name",
+        "tool_call_id",
+        "content",
+        "tool_calls",
+        "created_at",
+        "run_id",
+        "usage",
+    )
+    line = _Line()
+    writer = csv.writer(line)
+
+    def row(cells: list[Any]) -> str:
+        # The one way a line is written: every cell passes the formula guard.
+        writer.writerow([csv_cell(cell) for cell in cells])
+        return line.value
+
+    def rows() -> Iterator[str]:
+        yield row(CSV_COLUMNS)
+        for conversation, messages in _with_messages(queryset, fields):
+            for _, seq, role, kind, name, call_id, content, calls, at, run_id, usage in messages:
+                cells = [
+                    conversation.pk,
+                    conversation.title,
+                    conversation.owner_id,
+                    seq,
+                    role,
+                    kind,
+                    name,
+                    call_id,
+                    content,
+                    json.dumps(calls, ensure_ascii=False) if calls else "",
+                    at.isoformat(),
+                    run_id,
+                    (usage or {}).get("total_tokens", "") if isinstance(usage, dict) else "",
+                ]
+                yield row(cells)
+
+    return _sized(rows())
+
+
+# --- ZIP archives --------------------------------------------------------------------
+
+
+class _Sink(io.RawIOBase):
+    """An unseekable file that collects written bytes until they are taken."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self.parts.append(chunk)
+        self.size += len(chunk)
+        self.position += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        return self.position
+
+    def take(self) -> bytes:
+        data = b"".join(self.parts)
+        self.parts, self.size = [], 0
+        return data
+
+
+def _zip_stream(queryset: QuerySet[Conversation], extension: str, document: Any) -> Iterator[bytes]:
+    sink = _Sink()
+    with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for page in conversations_in_pages(queryset):
+            for conversation in page:
+                name = f"{conversation.pk}.{extension}"
+                with archive.open(name, mode="w", force_zip64=True) as member:
+                    for piece in document(conversation):
+                        member.write(piece.encode())
+                        if sink.size >= FLUSH_BYTES:
+                            yield sink.take()
+                yield sink.take()
+    yield sink.take()
+
+
+def json_zip_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
+    """A ZIP with one JSON v1 document per conversation, `<id>.json`: each re-imports."""
+    return _zip_stream(queryset, "json", export_json_chunks)
+
+
+def markdown_zip_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
+    return _zip_stream(queryset, "md", export_markdown_chunks)

@@ -1,0 +1,181 @@
+"""Reads of conversations, their messages and runs. Each takes the requesting user, so
+another user's rows can never come back: callers get "does not exist", which the API
+answers as 404."""
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+from uuid import UUID
+
+from django.conf import settings
+from django.db.models import Q
+
+from accounts.models import User
+from conversations import context
+from conversations.context import HistoryMessage
+from conversations.errors import Problem, ValidationFailed
+from conversations.json_input import json_parse
+from conversations.models import Conversation, Message, Run
+from conversations.serializers import MESSAGE_FIELDS
+
+MAX_PAGE = 200
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    # Opaque cursor for the next page, or None on the last page.
+    next_cursor: str | None
+
+
+def _clamp(limit: int) -> int:
+    return max(1, min(int(limit), MAX_PAGE))
+
+
+def conversation_get(*, user: User, conversation_id: UUID | str) -> Conversation:
+    """The user's conversation, or Conversation.DoesNotExist (also for malformed ids)."""
+    try:
+        key = UUID(str(conversation_id))
+    except ValueError:
+        raise Conversation.DoesNotExist from None
+    return Conversation.objects.get(pk=key, owner=user)
+
+
+def _encode_cursor(conversation: Conversation) -> str:
+    raw = json.dumps([conversation.last_activity_at.isoformat(), str(conversation.id)])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        stamp, key = json_parse(base64.urlsafe_b64decode(padded), max_depth=2)
+        when = datetime.fromisoformat(stamp)
+        if when.tzinfo is None or not isinstance(key, str):
+            raise ValueError("naive time or no id")
+        # In UTC here: a time at the edge of the calendar would overflow in the query.
+        return when.astimezone(UTC), UUID(key)
+    except (ValueError, TypeError, OverflowError, binascii.Error):
+        raise ValidationFailed([Problem("$.cursor", "is not a valid page cursor")]) from None
+
+
+def conversation_list(
+    *,
+    user: User,
+    archived: bool | None = False,
+    q: str = "",
+    cursor: str | None = None,
+    limit: int = 50,
+) -> Page[Conversation]:
+    """The user's conversations, newest activity first, keyset-paginated on
+    (last_activity_at, id) so deep pages cost the same as the first."""
+    limit = _clamp(limit)
+    rows = Conversation.objects.filter(owner=user)
+    if archived is not None:
+        rows = rows.filter(archived_at__isnull=not archived)
+    if q.strip():
+        rows = rows.filter(title__icontains=q.strip())
+    if cursor:
+        when, key = _decode_cursor(cursor)
+        rows = rows.filter(Q(last_activity_at__lt=when) | Q(last_activity_at=when, id__lt=key))
+    found = list(rows.order_by("-last_activity_at", "-id")[: limit + 1])
+    more = len(found) > limit
+    items = found[:limit]
+    return Page(items=items, next_cursor=_encode_cursor(items[-1]) if more else None)
+
+
+def message_page(*, conversation: Conversation, after: int = 0, limit: int = 50) -> Page[Message]:
+    """Messages with seq > after, in order. The cursor is the last seq returned, so a page
+    never shifts when new messages are appended."""
+    limit = _clamp(limit)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValidationFailed([Problem("$.after", "must be a non-negative integer")])
+    found = list(
+        Message.objects.filter(conversation=conversation, seq__gt=after).order_by("seq")[
+            : limit + 1
+        ]
+    )
+    more = len(found) > limit
+    items = found[:limit]
+    return Page(items=items, next_cursor=str(items[-1].seq) if more else None)
+
+
+def message_rows_page(
+    *, conversation: Conversation, after: int = 0, limit: int = 50
+) -> Page[dict[str, Any]]:
+    """`message_page` as plain dicts of MESSAGE_FIELDS: a 200-message API page costs a
+    third less without building a model instance per row."""
+    limit = _clamp(limit)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ValidationFailed([Problem("$.after", "must be a non-negative integer")])
+    found = list(
+        Message.objects.filter(conversation=conversation, seq__gt=after)
+        .order_by("seq")
+        .values(*MESSAGE_FIELDS)[: limit + 1]
+    )
+    more = len(found) > limit
+    items = found[:limit]
+    return Page(items=items, next_cursor=str(items[-1]["seq"]) if more else None)
+
+
+def history_tail(*, conversation: Conversation, max_messages: int) -> list[HistoryMessage]:
+    """The newest `max_messages` messages in seq order: one indexed range read whatever the
+    conversation's length (seq > message_count - n uses the (conversation, seq) index).
+
+    Plain tuples rather than model instances: this runs before every model call and reads
+    up to a few hundred rows, where building instances costs more than the query.
+    """
+    first = max(0, conversation.message_count - max_messages)
+    rows = (
+        Message.objects.filter(conversation=conversation, seq__gt=first)
+        .order_by("seq")
+        .values_list("role", "content", "tool_calls", "tool_call_id")
+    )
+    return [
+        HistoryMessage(role=role, content=content, tool_calls=tool_calls, tool_call_id=call_id)
+        for role, content, tool_calls, call_id in rows
+    ]
+
+
+def conversation_model_input(
+    *, conversation: Conversation, token_budget: int | None = None
+) -> list[dict[str, Any]]:
+    """What the model is sent for the next turn (see context.py for the rules)."""
+    history = history_tail(
+        conversation=conversation, max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES
+    )
+    return context.build_model_input(
+        system_prompt=conversation.system_prompt,
+        history=history,
+        draft=conversation.draft,
+        token_budget=settings.PARLEY_CONTEXT_TOKENS if token_budget is None else token_budget,
+    )
+
+
+def run_active(*, conversation: Conversation) -> Run | None:
+    return Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).first()
+
+
+def run_get(*, conversation: Conversation, run_id: UUID | str) -> Run | None:
+    try:
+        key = UUID(str(run_id))
+    except ValueError:
+        return None
+    return Run.objects.filter(conversation=conversation, pk=key).first()
+
+
+def run_get_for_user(*, user: User, run_id: UUID | str) -> Run:
+    """The run if it belongs to one of the user's conversations, else Run.DoesNotExist."""
+    try:
+        key = UUID(str(run_id))
+    except ValueError:
+        raise Run.DoesNotExist from None
+    return Run.objects.select_related("conversation").get(pk=key, conversation__owner=user)
+
+
+def run_exists(*, run_id: UUID | str) -> bool:
+    return Run.objects.filter(pk=run_id).exists()

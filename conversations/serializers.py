@@ -1,0 +1,120 @@
+"""The one place a conversation, a message or a run becomes a dict: the API's responses,
+the run events, the notifications and the export (formats/exchange.py) all build on these.
+"""
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from conversations.models import Conversation, Message, Run
+from conversations.validation import usage_known
+
+# The columns a message's dict is made from: a page of the API reads just these
+# (`.values(*MESSAGE_FIELDS)`) instead of whole instances.
+MESSAGE_FIELDS = (
+    "id",
+    "conversation_id",
+    "seq",
+    "role",
+    "kind",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "name",
+    "created_at",
+    "run_id",
+    "usage",
+    "provider_payload",
+)
+
+
+def _time(value: datetime) -> str:
+    # Full microseconds (Django's JSON encoder would cut them to milliseconds).
+    return value.isoformat()
+
+
+def conversation_export_dict(conversation: Conversation) -> dict[str, Any]:
+    """A conversation as the export document carries it."""
+    return {
+        "id": str(conversation.id),
+        "title": conversation.title,
+        "system_prompt": conversation.system_prompt,
+        "model": conversation.model,
+        "tools": conversation.tools,
+        "metadata": conversation.metadata,
+        "draft": conversation.draft,
+        "created_at": _time(conversation.created_at),
+        "updated_at": _time(conversation.updated_at),
+        "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id else None,
+    }
+
+
+def message_export_dict(message: Message) -> dict[str, Any]:
+    """A stored message as the export document carries it."""
+    return _message_dict({field: getattr(message, field) for field in MESSAGE_FIELDS})
+
+
+def _message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "seq": row["seq"],
+        "role": row["role"],
+        "kind": row["kind"],
+        "content": row["content"],
+        "tool_calls": row["tool_calls"],
+        "tool_call_id": row["tool_call_id"] or None,
+        "name": row["name"] or None,
+        "created_at": _time(row["created_at"]),
+        "run_id": str(row["run_id"]) if row["run_id"] else None,
+        # What the import accepts, so an export always imports back unchanged.
+        "usage": usage_known(row["usage"]),
+        "provider_payload": row["provider_payload"],
+    }
+
+
+def run_payload(run: Run) -> dict[str, Any]:
+    def when(value: Any) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "id": str(run.id),
+        "conversation_id": str(run.conversation_id),
+        "status": run.status,
+        "model": run.model,
+        "iterations": run.iterations,
+        "usage": run.usage,
+        "error": run.error,
+        "trigger_message_id": str(run.trigger_message_id) if run.trigger_message_id else None,
+        "created_at": when(run.created_at),
+        "started_at": when(run.started_at),
+        "finished_at": when(run.finished_at),
+        "cancel_requested_at": when(run.cancel_requested_at),
+    }
+
+
+def message_payload(message: Message) -> dict[str, Any]:
+    """A stored message as clients see it: the export's shape plus its conversation."""
+    return {**message_export_dict(message), "conversation_id": str(message.conversation_id)}
+
+
+def conversation_payload(conversation: Conversation) -> dict[str, Any]:
+    """A conversation's settings and counters as clients see them (no admin-only fields):
+    the export's shape and the live state around it."""
+
+    def when(value: Any) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        **conversation_export_dict(conversation),
+        "draft_edited": conversation.draft_edited,
+        "message_count": conversation.message_count,
+        "archived": conversation.archived_at is not None,
+        "archived_at": when(conversation.archived_at),
+        "last_activity_at": when(conversation.last_activity_at),
+        "forked_at_seq": conversation.forked_at_seq,
+    }
+
+
+def message_row_payload(row: Mapping[str, Any]) -> dict[str, Any]:
+    """`message_payload` from a MESSAGE_FIELDS row instead of an instance."""
+    return {**_message_dict(row), "conversation_id": str(row["conversation_id"])}

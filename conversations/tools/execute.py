@@ -1,0 +1,234 @@
+"""Running a tool call: `tool_execute` never raises. Unknown or disabled tools, bad
+argument JSON, arguments that fail validation, a tool that raises and a tool that overruns
+its time limit all become an error `ToolResult` the model can read and act on.
+
+Time limits: the tool runs in a daemon worker thread (with its own database connection,
+closed when it returns) and the caller stops waiting at the deadline. Python cannot kill a
+thread, so an abandoned tool runs on until it returns: tools must be written to finish
+(bounded work, timeouts on any I/O). Inside the caller's transaction a tool runs inline
+instead (see `_must_run_inline`), where no deadline can be enforced.
+"""
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pydantic
+from django.conf import settings
+from django.db import connections, transaction
+from pydantic_core import to_jsonable_python
+
+from conversations.json_input import JsonInputError, json_parse_repaired
+from conversations.tools.registry import (
+    Emit,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    tool_get,
+    tool_names,
+)
+from conversations.validation import storable_text, type_name
+
+logger = logging.getLogger(__name__)
+
+
+def _error(message: str) -> ToolResult:
+    return ToolResult(output=_clean(message), is_error=True)
+
+
+def _clean(text: str) -> str:
+    """Text every database can store: no NUL, no lone surrogates, bounded length."""
+    return _truncate(storable_text(text), max_chars=settings.PARLEY_TOOL_OUTPUT_MAX_CHARS)
+
+
+def _truncate(text: str, *, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    # The marker's length depends on the number it reports; settle it in a few rounds so
+    # the whole output stays within max_chars.
+    keep = max_chars
+    marker = ""
+    for _ in range(3):
+        marker = f"\n…[truncated: {len(text) - keep} characters cut]"
+        keep = max(0, max_chars - len(marker))
+    return text[:keep] + marker
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    jsonable = to_jsonable_python(value)
+    return json.dumps(jsonable, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _describe_validation(error: pydantic.ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def _must_run_inline() -> bool:
+    """Inside the caller's transaction a tool needs the caller's connection: a second one
+    could neither see uncommitted rows nor take row locks the caller holds. A Django
+    connection must not be used by two threads at once, so the tool runs in this thread."""
+    return transaction.get_connection().in_atomic_block
+
+
+@dataclass
+class _Outcome:
+    value: Any = None
+    error: BaseException | None = None
+    finished: threading.Event = field(default_factory=threading.Event)
+
+
+def _run_in_thread(
+    call: Callable[[], Any],
+    *,
+    thread_name: str,
+    timeout: float,
+    keepalive: Callable[[], None] | None,
+    keepalive_every: float,
+) -> _Outcome:
+    outcome = _Outcome()
+
+    def work() -> None:
+        try:
+            outcome.value = call()
+        except BaseException as exc:  # reported to the caller, never lost in the thread
+            outcome.error = exc
+        finally:
+            try:
+                # This thread's own connections; nothing else would ever close them.
+                connections.close_all()
+            finally:
+                outcome.finished.set()
+
+    threading.Thread(target=work, name=thread_name, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if outcome.finished.wait(left if keepalive is None else min(left, keepalive_every)):
+            break
+        if keepalive is not None:
+            keepalive()  # may raise: the caller stops waiting, the tool runs on alone
+    return outcome
+
+
+def _run_inline(call: Callable[[], Any]) -> _Outcome:
+    outcome = _Outcome()
+    try:
+        # A savepoint, so a failing tool cannot leave the caller's transaction aborted.
+        with transaction.atomic():
+            outcome.value = call()
+    except Exception as exc:
+        outcome.error = exc
+    outcome.finished.set()
+    return outcome
+
+
+def tool_execute(
+    *,
+    name: str,
+    arguments: str,
+    context: ToolContext,
+    enabled: list[str],
+    keepalive: Callable[[], None] | None = None,
+    keepalive_every: float = 10.0,
+) -> ToolResult:
+    """Validate and run one tool call; every failure becomes an error result.
+
+    `keepalive` is called every `keepalive_every` seconds while the tool runs (the runner
+    renews its lease on the run); what it raises ends the wait and is raised here, and the
+    tool's events are then dropped.
+    """
+    entry = tool_get(name=name)
+    usable = ", ".join(n for n in tool_names() if n in set(enabled)) or "none"
+    if entry is None:
+        return _error(f"Unknown tool {name!r}. Available tools: {usable}.")
+    if name not in enabled:
+        return _error(
+            f"Tool {name!r} is not enabled for this conversation. Available tools: {usable}."
+        )
+
+    try:
+        # Some models send an empty string for a call without arguments. Deep nesting and
+        # NaN are refused like a client's; unstorable text is repaired, so a tool never
+        # receives a string the database would refuse.
+        raw = json_parse_repaired(arguments) if arguments.strip() else {}
+    except (JsonInputError, TypeError, AttributeError) as exc:
+        return _error(f"Invalid JSON in the arguments for {name}: {exc}. Send a JSON object.")
+    if not isinstance(raw, dict):
+        return _error(f"The arguments for {name} must be a JSON object, not {type_name(raw)}.")
+    try:
+        parsed = entry.arguments.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        return _error(f"Invalid arguments for {name}: {_describe_validation(exc)}")
+    # Attributes, not model_dump(): keeps validated values (nested models) as they are.
+    kwargs = {key: getattr(parsed, key) for key in type(parsed).model_fields}
+
+    # The tool's events are collected and handed to `emit` from this thread afterwards, in
+    # order, so the runner's publisher never runs on a tool thread (nor after a timeout).
+    events: list[tuple[str, dict[str, Any]]] = []
+    lock = threading.Lock()
+    listening = threading.Event()
+    listening.set()
+
+    def collect(event_type: str, payload: dict[str, Any]) -> None:
+        with lock:
+            if listening.is_set():
+                events.append((event_type, payload))
+
+    def call() -> Any:
+        return entry.function(replace(context, emit=collect), **kwargs)
+
+    timeout = entry.timeout if entry.timeout is not None else settings.PARLEY_TOOL_TIMEOUT_SECONDS
+    if _must_run_inline():
+        outcome = _run_inline(call)
+    else:
+        outcome = _run_in_thread(
+            call,
+            thread_name=f"tool-{name}-{context.call_id}",
+            timeout=timeout,
+            keepalive=keepalive,
+            keepalive_every=keepalive_every,
+        )
+    # Read once: a tool that finishes from here on is treated as timed out, consistently.
+    finished = outcome.finished.is_set()
+    with lock:
+        listening.clear()  # an abandoned tool's later events are dropped
+    _forward(events, emit=context.emit)
+
+    if not finished:
+        logger.warning("tool %s (call %s) overran %ss", name, context.call_id, timeout)
+        still = " Its effect may still take place." if entry.mutating else ""
+        return _error(
+            f"{name} timed out: it did not finish within {timeout:g} seconds.{still} "
+            "Try a smaller request or a different approach."
+        )
+    if outcome.error is not None:
+        return _error(_failure_message(name, outcome.error))
+    try:
+        return ToolResult(output=_clean(_render(outcome.value)), is_error=False)
+    except (TypeError, ValueError) as exc:
+        return _error(f"{name} failed: it returned a value that is not JSON ({exc}).")
+
+
+def _failure_message(name: str, error: BaseException) -> str:
+    if isinstance(error, ToolError):
+        return f"{name} failed: {error}"
+    logger.warning("tool %s raised", name, exc_info=error)
+    return f"{name} failed: {type(error).__name__}: {error}"
+
+
+def _forward(events: list[tuple[str, dict[str, Any]]], *, emit: Emit) -> None:
+    for event_type, payload in events:
+        try:
+            emit(event_type, payload)
+        except Exception:
+            # Publishing is best effort; the tool's result must still reach the model.
+            logger.exception("could not publish %s from a tool", event_type)

@@ -1,0 +1,35 @@
+"""The engine enqueues a run's steps by task name: the names workers know must not move,
+so steps queued before a deploy still route after it."""
+
+from celery import current_app
+from django.conf import settings
+
+from conversations import tasks
+from conversations.engine import dispatch
+
+TASK_NAMES = {
+    "conversations.tasks.run_step",
+    "conversations.tasks.runs_watchdog",
+    "conversations.tasks.conversations_purge",
+}
+
+
+def test_task_names_and_beat_entries_are_the_ones_workers_know():
+    assert {tasks.run_step.name, tasks.runs_watchdog.name, tasks.conversations_purge.name} == (
+        TASK_NAMES
+    )
+    assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} <= TASK_NAMES
+    assert tasks.run_step.name == dispatch.STEP_TASK
+
+
+def test_a_step_is_sent_under_the_step_tasks_name(monkeypatch):
+    sent: list[tuple[str, tuple, float]] = []
+
+    def send_task(name, args=(), countdown=0, **options):
+        sent.append((name, tuple(args), countdown))
+
+    monkeypatch.setattr(current_app, "send_task", send_task)
+    dispatch.step_enqueue("a-run", countdown=2)
+    assert sent == [("conversations.tasks.run_step", ("a-run",), 2)]
+    # The name resolves to the task a worker runs.
+    assert current_app.tasks[sent[0][0]].name == tasks.run_step.name
