@@ -8,12 +8,16 @@ from accounts.models import User
 from conversations.errors import Problem, ValidationFailed
 from conversations.formats.exchange import parse_export
 from conversations.models import AuditEvent, Conversation, Message
+from conversations.serializers import MESSAGE_FIELDS
 from conversations.services.audit import audit_record
 from conversations.services.common import raise_if
 from conversations.services.quotas import conversation_quota_check
 
 # Rows per INSERT when copying many messages (fork, import): bounded memory per batch.
 BULK_BATCH = 1000
+
+# A fork copies what a message says, not which conversation or run it belonged to.
+COPIED_FIELDS = tuple(f for f in MESSAGE_FIELDS if f not in {"id", "conversation_id", "run_id"})
 
 
 def conversation_fork(*, conversation: Conversation, at_seq: int) -> Conversation:
@@ -32,18 +36,7 @@ def conversation_fork(*, conversation: Conversation, at_seq: int) -> Conversatio
     source = (
         Message.objects.filter(conversation=conversation, seq__lte=at_seq)
         .order_by("seq")
-        .values_list(
-            "seq",
-            "role",
-            "kind",
-            "content",
-            "tool_calls",
-            "tool_call_id",
-            "name",
-            "usage",
-            "created_at",
-            "provider_payload",
-        )
+        .values(*COPIED_FIELDS)
     )
     with transaction.atomic():
         conversation_quota_check(owner_id=conversation.owner_id)
@@ -61,32 +54,8 @@ def conversation_fork(*, conversation: Conversation, at_seq: int) -> Conversatio
             forked_at_seq=at_seq,
         )
         _bulk_insert(
-            Message(
-                conversation=fork,
-                seq=seq,
-                role=role,
-                kind=kind,
-                content=content,
-                tool_calls=tool_calls,
-                tool_call_id=tool_call_id,
-                name=name,
-                usage=usage,
-                created_at=created_at,
-                provider_payload=provider_payload,
-                copied=True,
-            )
-            for (
-                seq,
-                role,
-                kind,
-                content,
-                tool_calls,
-                tool_call_id,
-                name,
-                usage,
-                created_at,
-                provider_payload,
-            ) in source.iterator(chunk_size=BULK_BATCH)
+            Message(conversation=fork, copied=True, **row)
+            for row in source.iterator(chunk_size=BULK_BATCH)
         )
     return fork
 
