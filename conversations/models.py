@@ -86,8 +86,23 @@ class Conversation(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )
     forked_at_seq = models.PositiveIntegerField(null=True, blank=True)
+    # Generation settings; None means the server's default (PARLEY_DEFAULT_TEMPERATURE,
+    # PARLEY_DEFAULT_MAX_OUTPUT_TOKENS), so no reply runs unbounded.
+    temperature = models.FloatField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(temperature__isnull=True)
+                | Q(temperature__gte=0.0, temperature__lte=2.0),
+                name="conversation_temperature_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_output_tokens__isnull=True) | Q(max_output_tokens__gte=1),
+                name="conversation_max_output_tokens_positive",
+            ),
+        ]
         indexes = [
             # The sidebar and the API list: newest activity first, keyset-paginated.
             models.Index(
@@ -128,6 +143,11 @@ class Message(models.Model):
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     kind = models.CharField(max_length=16, choices=MessageKind.choices, default=MessageKind.MESSAGE)
     content = models.TextField(blank=True)
+    # What a reasoning model thought before answering (streamed as `reasoning.delta`):
+    # shown collapsed, exported, never sent back to the model.
+    reasoning = models.TextField(blank=True, default="")
+    # How long it thought, from its first reasoning delta to its first answer delta.
+    reasoning_ms = models.PositiveIntegerField(null=True, blank=True)
     # [{"id", "name", "arguments"}], arguments a JSON string kept exactly as the model sent it.
     tool_calls = models.JSONField(default=list, blank=True)
     tool_call_id = models.CharField(max_length=200, blank=True)

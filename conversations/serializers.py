@@ -18,6 +18,8 @@ MESSAGE_FIELDS = (
     "role",
     "kind",
     "content",
+    "reasoning",
+    "reasoning_ms",
     "tool_calls",
     "tool_call_id",
     "name",
@@ -46,6 +48,8 @@ def conversation_export_dict(conversation: Conversation) -> dict[str, Any]:
         "created_at": _time(conversation.created_at),
         "updated_at": _time(conversation.updated_at),
         "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id else None,
+        "temperature": conversation.temperature,
+        "max_output_tokens": conversation.max_output_tokens,
     }
 
 
@@ -61,6 +65,8 @@ def _message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
         "role": row["role"],
         "kind": row["kind"],
         "content": row["content"],
+        "reasoning": row["reasoning"],
+        "reasoning_ms": row["reasoning_ms"],
         "tool_calls": row["tool_calls"],
         "tool_call_id": row["tool_call_id"] or None,
         "name": row["name"] or None,

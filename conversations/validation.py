@@ -70,6 +70,30 @@ def content_problems(value: Any, *, path: str = "$.content") -> list[Problem]:
     return text_problems(value, path=path, max_chars=settings.PARLEY_MAX_MESSAGE_CHARS)
 
 
+def temperature_problems(value: Any, *, path: str = "$.temperature") -> list[Problem]:
+    """Sampling temperature: a number from 0 to 2, or null for the server's default."""
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return [Problem(path, f"must be a number or null, not {type_name(value)}")]
+    if not 0 <= value <= 2:
+        return [Problem(path, "must be between 0 and 2")]
+    return []
+
+
+def max_output_tokens_problems(value: Any, *, path: str = "$.max_output_tokens") -> list[Problem]:
+    """A reply's token cap: a whole number from 1 to PARLEY_MAX_OUTPUT_TOKENS, or null for
+    the server's default."""
+    if value is None:
+        return []
+    cap = settings.PARLEY_MAX_OUTPUT_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int):
+        return [Problem(path, f"must be a whole number or null, not {type_name(value)}")]
+    if not 1 <= value <= cap:
+        return [Problem(path, f"must be between 1 and {cap}")]
+    return []
+
+
 def metadata_problems(value: Any, *, path: str = "$.metadata") -> list[Problem]:
     if not isinstance(value, dict):
         return [Problem(path, f"must be an object, not {type_name(value)}")]

@@ -6,7 +6,7 @@ from typing import Any
 import dj_database_url
 
 from config.channel_layers import channel_layers_config
-from config.settings.env import env_bool, env_int, env_list, env_str
+from config.settings.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -293,6 +293,14 @@ LOGGING = {
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 PARLEY_MODEL = env_str("PARLEY_MODEL", "gpt-4o-mini")
+# Generation settings a conversation without its own gets. The output cap is also the
+# highest max_output_tokens a conversation may ask for; no temperature means the
+# provider's own default.
+PARLEY_MAX_OUTPUT_TOKENS = env_int("PARLEY_MAX_OUTPUT_TOKENS", 32_768)
+PARLEY_DEFAULT_MAX_OUTPUT_TOKENS = env_int("PARLEY_DEFAULT_MAX_OUTPUT_TOKENS", 4096)
+PARLEY_DEFAULT_TEMPERATURE = env_float("PARLEY_DEFAULT_TEMPERATURE")
+# Message text in logs (the model input of each call, at DEBUG): off unless asked for.
+PARLEY_LOG_CONTENT = env_bool("PARLEY_LOG_CONTENT", default=False)
 
 # --- Conversation limits ------------------------------------------------------------------
 # Model input: the newest history that fits this many estimated tokens (see context.py),

@@ -11,6 +11,7 @@ from conversations.api.strict import (
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
+    StrictFloatField,
     StrictIntegerField,
     StrictSerializer,
     StrictUUIDField,
@@ -36,6 +37,19 @@ class ConversationIn(StrictSerializer):
         required=False,
         help_text=f"At most {validation.METADATA_MAX_KEYS} keys of at most "
         f"{validation.METADATA_KEY_MAX} characters; string values.",
+    )
+    temperature = StrictFloatField(
+        required=False,
+        allow_null=True,
+        help_text="0 to 2; null for the server's default (PARLEY_DEFAULT_TEMPERATURE).",
+    )
+    max_output_tokens = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        help_text="The most tokens one reply may use, 1 up to the server's cap "
+        "(PARLEY_MAX_OUTPUT_TOKENS); null for the server's default "
+        "(PARLEY_DEFAULT_MAX_OUTPUT_TOKENS). A reply that reaches it ends the run as "
+        "`incomplete`.",
     )
 
 
@@ -115,6 +129,13 @@ class MessageOut(serializers.Serializer):
     role = serializers.ChoiceField(choices=MessageRole.choices)
     kind = serializers.ChoiceField(choices=MessageKind.choices)
     content = serializers.CharField()
+    reasoning = serializers.CharField(
+        help_text="What a reasoning model thought before answering; empty when none. "
+        "Never sent back to the model."
+    )
+    reasoning_ms = serializers.IntegerField(
+        allow_null=True, help_text="How long it thought, in milliseconds."
+    )
     tool_calls = ToolCallOut(many=True)
     tool_call_id = serializers.CharField(allow_null=True)
     name = serializers.CharField(allow_null=True)
@@ -161,6 +182,8 @@ class ConversationOut(serializers.Serializer):
     last_activity_at = serializers.DateTimeField()
     forked_from = serializers.UUIDField(allow_null=True)
     forked_at_seq = serializers.IntegerField(allow_null=True)
+    temperature = serializers.FloatField(allow_null=True)
+    max_output_tokens = serializers.IntegerField(allow_null=True)
 
 
 class ConversationDetailOut(ConversationOut):

@@ -39,6 +39,15 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictFloatField(serializers.FloatField):
+    default_error_messages = {"invalid": "must be a number"}
+
+    def to_internal_value(self, data: Any) -> float:
+        if not isinstance(data, int | float) or isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictChoiceField(serializers.ChoiceField):
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str):

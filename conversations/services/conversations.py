@@ -24,6 +24,8 @@ def conversation_create(
     model: str = "",
     tools: list[str] | None = None,
     metadata: dict[str, str] | None = None,
+    temperature: float | None = None,
+    max_output_tokens: int | None = None,
 ) -> Conversation:
     tools = default_tools() if tools is None else tools
     metadata = {} if metadata is None else metadata
@@ -33,6 +35,8 @@ def conversation_create(
         + validation.model_problems(model)
         + tool_names_problems(tools)
         + validation.metadata_problems(metadata)
+        + validation.temperature_problems(temperature)
+        + validation.max_output_tokens_problems(max_output_tokens)
     )
     with transaction.atomic():
         conversation_quota_check(owner_id=owner.pk)
@@ -43,6 +47,8 @@ def conversation_create(
             model=model,
             tools=tools,
             metadata=metadata,
+            temperature=temperature,
+            max_output_tokens=max_output_tokens,
         )
 
 
@@ -55,6 +61,8 @@ def conversation_update(
     tools: list[str] = UNSET,
     metadata: dict[str, str] = UNSET,
     archived: bool = UNSET,
+    temperature: float | None = UNSET,
+    max_output_tokens: int | None = UNSET,
 ) -> Conversation:
     """Change the settings that were passed; leave the rest untouched."""
     checks = {
@@ -63,6 +71,8 @@ def conversation_update(
         "model": validation.model_problems,
         "tools": tool_names_problems,
         "metadata": validation.metadata_problems,
+        "temperature": validation.temperature_problems,
+        "max_output_tokens": validation.max_output_tokens_problems,
     }
     given = {
         "title": title,
@@ -70,6 +80,8 @@ def conversation_update(
         "model": model,
         "tools": tools,
         "metadata": metadata,
+        "temperature": temperature,
+        "max_output_tokens": max_output_tokens,
     }
     changes: dict[str, Any] = {name: value for name, value in given.items() if value is not UNSET}
     problems: list[Problem] = []
