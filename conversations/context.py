@@ -7,6 +7,8 @@
 - Context events and draft-edit notices are stored system messages and appear in order.
 - The current draft goes last as `[current draft: "..."]`, rebuilt every call and never
   stored, so the model always knows the draft even many turns after an edit.
+- What a reasoning model thought (`Message.reasoning`) is never sent back: a message is
+  sent as its role, content and tool calls only (HistoryMessage has no other field).
 - Truncation drops whole units from the oldest end: an assistant message that called tools
   and all of its results form one unit, because the chat API rejects a tool result
   without its call and a call without its results.
@@ -108,6 +110,10 @@ def history_units(history: Sequence[StoredMessage]) -> list[list[ChatMessage]]:
     units: list[list[ChatMessage]] = []
     group: _OpenGroup | None = None
     for message in history:
+        if message.role == "assistant" and not message.content and not message.tool_calls:
+            # A reply stopped while the model was still thinking said nothing: its
+            # thoughts are never sent back, and an empty turn some servers refuse.
+            continue
         if message.role == "tool":
             if group is not None and message.tool_call_id in group.pending:
                 group.unit.append(chat_message(message))

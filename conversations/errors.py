@@ -31,6 +31,15 @@ class Conflict(Exception):
     """The request is valid but clashes with the current state (e.g. a run is active)."""
 
 
+class DraftEditedMeanwhile(Conflict):
+    """The assistant's draft write was refused: the user changed the draft after the model
+    read it, and the user's words win. `draft` is the user's draft as it is now."""
+
+    def __init__(self, draft: str) -> None:
+        super().__init__("the user edited the draft after the model read it")
+        self.draft = draft
+
+
 class QuotaExceeded(Exception):
     """The user reached a configured quota (conversations, messages per day); nothing stored.
 

@@ -8,6 +8,8 @@ RUN_CREATED = "run.created"
 RUN_IN_PROGRESS = "run.in_progress"
 MESSAGE_CREATED = "message.created"
 MESSAGE_DELTA = "message.delta"
+# What a reasoning model thinks before it answers, streamed like the answer's text.
+REASONING_DELTA = "reasoning.delta"
 TOOL_CALL_CREATED = "tool_call.created"
 TOOL_CALL_ARGUMENTS_DELTA = "tool_call.arguments.delta"
 TOOL_CALL_COMPLETED = "tool_call.completed"
@@ -24,6 +26,7 @@ EVENT_TYPES = TERMINAL_TYPES | {
     *(RUN_CREATED, RUN_IN_PROGRESS, MESSAGE_CREATED, MESSAGE_DELTA, TOOL_CALL_CREATED),
     *(TOOL_CALL_ARGUMENTS_DELTA, TOOL_CALL_COMPLETED, TOOL_RESULT_COMPLETED, MESSAGE_COMPLETED),
     DRAFT_UPDATED,
+    REASONING_DELTA,
 }
 
 _TERMINAL_BY_STATUS = {

@@ -72,6 +72,10 @@ class Conversation(models.Model):
     # A resumed `update_draft` finds its own id here and knows its write already happened.
     # As long as Message.tool_call_id: both hold a provider's tool call id.
     draft_call_id = models.CharField(max_length=200, blank=True, default="")
+    # How many times the user has changed the draft (the assistant's writes do not count).
+    # A run notes the count its model call saw (Run.draft_edits_seen), so the assistant
+    # never writes over an edit it has not seen.
+    draft_edit_count = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
     # Also the seq allocator: messages are only ever appended, so the next seq is
     # message_count + 1, read and bumped under a row lock on this conversation.
@@ -240,6 +244,10 @@ class Run(models.Model):
     client_id = models.CharField(max_length=100, blank=True)
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # Conversation.draft_edit_count when this run's latest model call read its input (null
+    # before the first call): the tools that call asked for must not write over a draft
+    # the user changed after that moment, because the model never saw the user's words.
+    draft_edits_seen = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -70,6 +70,17 @@ def content_problems(value: Any, *, path: str = "$.content") -> list[Problem]:
     return text_problems(value, path=path, max_chars=settings.PARLEY_MAX_MESSAGE_CHARS)
 
 
+# A conversation without a title takes one from its first message, this long at most.
+TITLE_FROM_MESSAGE_CHARS = 80
+
+
+def title_from_message(content: str) -> str:
+    first_line = " ".join(content.split())
+    if len(first_line) <= TITLE_FROM_MESSAGE_CHARS:
+        return first_line
+    return first_line[: TITLE_FROM_MESSAGE_CHARS - 1].rstrip() + "…"
+
+
 def temperature_problems(value: Any, *, path: str = "$.temperature") -> list[Problem]:
     """Sampling temperature: a number from 0 to 2, or null for the server's default."""
     if value is None:

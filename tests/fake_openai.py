@@ -5,6 +5,11 @@ Server-Sent Events exactly as OpenAI does, so the official SDK runs unmodified a
 Each request consumes one queued `Script` (`default_script` when the queue is empty) and is
 recorded with its parsed body, headers and the send time of every chunk:
 `with FakeOpenAI() as fake: fake.push(Script(text="Hi"), Script.http(429)); ...fake.base_url`
+
+Like a real model it stops at the request's token limit (`max_completion_tokens`, or the
+older `max_tokens`): a script with more tokens is cut there and finishes with `length`.
+`fake.refuse_parameter(name)` makes it an older server that does not know a parameter: a
+request carrying it is answered 400 naming it (recorded, no script consumed).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ _ERROR_DEFAULTS: dict[int, tuple[str, str, str | None]] = {
     429: ("Rate limit reached for requests.", "requests", "rate_limit_exceeded"),
     500: ("The server had an error while processing your request.", "server_error", None),
 }
+# How an older OpenAI-compatible server refuses a parameter it does not know.
+UNKNOWN_PARAMETER_MESSAGE = "Unrecognized request argument supplied: {name}"
 CONTEXT_LENGTH_MESSAGE = (
     "This model's maximum context length is 128000 tokens. However, your messages resulted "
     "in 130000 tokens. Please reduce the length of the messages."
@@ -63,6 +70,16 @@ class Script:
     include_usage: bool = True  # send the usage chunk when the request asks for it
     usage: dict[str, Any] | None = None  # overrides the estimated usage
     on_chunk: Callable[[int, float], None] | None = None  # (chunk index, perf_counter)
+    # A reasoning model's thoughts, streamed before the text, one token per chunk in
+    # `delta.<reasoning_field>` (vLLM and DeepSeek say `reasoning_content`, Ollama and
+    # OpenRouter `reasoning`): a list of tokens, or a string cut into ~4-character tokens.
+    # Paced like the text; not counted against the request's token limit.
+    reasoning: str | list[str] | None = None
+    reasoning_field: str = "reasoning_content"
+    # Extra fields a server adds, by chunk kind (role, reasoning, text, tool, finish, usage;
+    # "*" for every chunk): merged into the chunk itself, or into its choice.
+    chunk_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+    choice_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def http(
@@ -85,6 +102,11 @@ class Script:
             return list(self.text)
         return [self.text[i : i + 4] for i in range(0, len(self.text), 4)]
 
+    def reasoning_tokens(self) -> list[str]:
+        if isinstance(self.reasoning, str):
+            return [self.reasoning[i : i + 4] for i in range(0, len(self.reasoning), 4)]
+        return list(self.reasoning or [])
+
 
 @dataclass
 class ChunkSent:
@@ -106,6 +128,12 @@ class RecordedRequest:
     script: Script
     received_at: float  # perf_counter
     chunks: list[ChunkSent] = field(default_factory=list)
+    refused: str | None = None  # the parameter an older server refused it for
+
+    @property
+    def token_limit(self) -> Any:
+        """The reply's token limit as sent, whichever name it went by (None: none)."""
+        return self.body.get("max_completion_tokens", self.body.get("max_tokens"))
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -218,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
                 error = _error_body(message, "server_error", script.error_code)
                 self._send_event(record, index, "error", json.dumps(error), None)
                 break
-            if kind in ("text", "tool"):
+            if kind in ("reasoning", "text", "tool"):
                 # Pace against a fixed schedule so sleeping overhead does not add up.
                 if interval and content_sent:
                     fake._sleep(started + content_sent * interval - time.perf_counter())
@@ -268,13 +296,20 @@ def _plan_events(
         return json.dumps({**envelope, "choices": [choice], **usage})
 
     tokens = script.tokens()
+    pieces = _tool_call_pieces(script)
+    reason = script.finish_reason or ("tool_calls" if script.tool_calls else "stop")
+    # Each text chunk and tool-call piece is a token: the reply stops at the request's limit.
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if isinstance(limit, int) and len(tokens) + len(pieces) > limit:
+        tokens, pieces = tokens[:limit], pieces[: max(0, limit - len(tokens))]
+        reason = "length"
     role = {"role": "assistant", "content": "" if tokens else None, "refusal": None}
     events: list[tuple[str, str, str | None]] = [("role", chunk(role), None)]
+    thoughts = script.reasoning_tokens()
+    events += [("reasoning", chunk({script.reasoning_field: t}), None) for t in thoughts]
     events += [("text", chunk({"content": token}), token) for token in tokens]
-    pieces = _tool_call_pieces(script)
     events += [("tool", chunk({"tool_calls": [piece]}), None) for piece in pieces]
     if script.send_finish_reason:
-        reason = script.finish_reason or ("tool_calls" if script.tool_calls else "stop")
         events.append(("finish", chunk({}, reason), None))
     if usage_requested and script.include_usage:
         prompt_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
@@ -287,8 +322,20 @@ def _plan_events(
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         }
         events.append(("usage", json.dumps({**envelope, "choices": [], "usage": usage}), None))
+    if script.chunk_fields or script.choice_fields:
+        events = [(kind, _with_fields(script, kind, data), text) for kind, data, text in events]
     events.append(("done", "[DONE]", None))
     return events
+
+
+def _with_fields(script: Script, kind: str, data: str) -> str:
+    """A chunk with the script's extra fields for its kind added (a server's own facts)."""
+    chunk = json.loads(data)
+    chunk.update({**script.chunk_fields.get("*", {}), **script.chunk_fields.get(kind, {})})
+    extra = {**script.choice_fields.get("*", {}), **script.choice_fields.get(kind, {})}
+    for choice in chunk["choices"]:
+        choice.update(extra)
+    return json.dumps(chunk)
 
 
 def _tool_call_pieces(script: Script) -> list[dict[str, Any]]:
@@ -324,6 +371,7 @@ class FakeOpenAI:
         self.default_script = default_script or Script(text="OK")
         self._scripts: deque[Script] = deque()
         self._responder: Callable[[dict[str, Any]], Script] | None = None
+        self._refused: dict[str, str] = {}  # parameter -> the error message
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -387,6 +435,12 @@ class FakeOpenAI:
         with self._lock:
             self._responder = responder
 
+    def refuse_parameter(self, name: str, message: str | None = None) -> None:
+        """Act as an older server that does not know the request parameter `name`: a request
+        carrying it is answered 400 with `message` (OpenAI's own wording by default)."""
+        with self._lock:
+            self._refused[name] = message or UNKNOWN_PARAMETER_MESSAGE.format(name=name)
+
     @property
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
@@ -398,10 +452,19 @@ class FakeOpenAI:
             self._scripts.clear()
             self._requests.clear()
             self._responder = None
+            self._refused.clear()
 
     # --- used by the handler ---
     def _record(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> RecordedRequest:
         with self._lock:
+            refused = next((name for name in self._refused if name in body), None)
+            if refused is not None:
+                # Refused before any generation: the queued scripts are for later requests.
+                script = Script.http(400, message=self._refused[refused])
+                record = RecordedRequest(path, headers, body, script, time.perf_counter())
+                record.refused = refused
+                self._requests.append(record)
+                return record
             if self._scripts:
                 script = self._scripts.popleft()
             elif self._responder is not None:

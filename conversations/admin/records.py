@@ -18,7 +18,7 @@ from conversations.models import AuditEvent, Message, Run
 from conversations.selectors import search
 
 # Fields holding what people and models wrote: shown only with the transcript permission.
-MESSAGE_TEXT_FIELDS = ("content", "tool_calls", "provider_payload")
+MESSAGE_TEXT_FIELDS = ("content", "reasoning", "tool_calls", "provider_payload")
 MESSAGE_META_FIELDS = (
     "id",
     "conversation",
@@ -29,6 +29,7 @@ MESSAGE_META_FIELDS = (
     "tool_call_id",
     "run",
     "usage",
+    "reasoning_ms",
     "created_at",
 )
 

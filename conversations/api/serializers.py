@@ -97,12 +97,12 @@ class StatelessChatIn(StrictSerializer):
         help_text="The `state` of the previous answer; omit to start.",
     )
     system = _text(required=False, allow_blank=True, help_text="Preamble, never stored.")
-    messages = StatelessMessageIn(many=True, allow_empty=False)
-
-    def validate_messages(self, value: list[dict[str, str]]) -> list[dict[str, str]]:
-        if all(message["role"] == "system" for message in value):
-            raise serializers.ValidationError("needs at least one user or assistant message")
-        return value
+    messages = StatelessMessageIn(
+        many=True,
+        allow_empty=False,
+        help_text="Only system messages (after some history): context events, added to "
+        "the state with no model call; the answer's `reply` is then null.",
+    )
 
 
 class ApiKeyIn(StrictSerializer):
@@ -237,7 +237,9 @@ class StateResetOut(serializers.Serializer):
 
 
 class StatelessChatOut(serializers.Serializer):
-    reply = serializers.CharField()
+    reply = serializers.CharField(
+        allow_null=True, help_text="null when the request only added context events."
+    )
     state = serializers.CharField(help_text="Opaque; send it with the next call.")
     status = serializers.ChoiceField(choices=["completed", "incomplete"])
     usage = serializers.DictField(child=serializers.IntegerField())

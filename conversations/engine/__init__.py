@@ -13,7 +13,7 @@ other modules here are the engine's insides (an import-linter contract keeps the
 """
 
 from conversations.engine.llm import provider_get, provider_is_demo
-from conversations.engine.llm.base import ProviderError
+from conversations.engine.llm.base import GenerationSettings, ProviderError
 from conversations.engine.runner import run_step
 from conversations.engine.runs import (
     RUN_ACTIVE_MESSAGE,
@@ -28,6 +28,7 @@ from conversations.engine.watchdog import runs_watchdog
 __all__ = [
     "RESET_MESSAGES",
     "RUN_ACTIVE_MESSAGE",
+    "GenerationSettings",
     "ProviderError",
     "chat_start",
     "provider_get",

@@ -40,6 +40,8 @@ from conversations.engine import dispatch, eventlog, streaming
 from conversations.engine.cancel import cancel_flag_raised
 from conversations.engine.lease import Lease, LeaseLost, release_connection
 from conversations.engine.llm import provider_get
+from conversations.engine.llm.base import GenerationSettings
+from conversations.engine.model_input_log import model_input_log
 from conversations.engine.runs import run_finish
 from conversations.engine.turns import turns
 from conversations.models import Conversation, Message, Run
@@ -172,7 +174,11 @@ def _advance(step: Step) -> None:
         _finish(step, Run.Status.COMPLETED)
         return
     if run.iterations >= settings.PARLEY_RUN_MAX_ITERATIONS:
-        _finish(step, Run.Status.INCOMPLETE)
+        message = (
+            f"Parley stopped after {run.iterations} rounds of tool calls in one reply, "
+            "the most one reply may take."
+        )
+        _finish(step, Run.Status.INCOMPLETE, error={"code": "max_iterations", "message": message})
         return
     _call_model(step)
 
@@ -187,10 +193,17 @@ def _error(code: str, attempts: int) -> dict[str, str]:
 def _call_model(step: Step) -> None:
     run, conversation = step.run, step.conversation
     conversation.refresh_from_db()
+    # Read with the draft the model is about to see: the user's edits up to here are ones
+    # the model knows of; any later edit wins over the update_draft this reply may ask for.
+    edits_seen = conversation.draft_edit_count
     # The same id on every attempt of this step: a retry restarts the same message.
     message_id = uuid.uuid5(run.id, f"assistant-{run.iterations + 1}")
     model_input = selectors.conversation_model_input(conversation=conversation)
     tools = tool_definitions(conversation.tools)
+    generation = GenerationSettings.effective(
+        temperature=conversation.temperature, max_output_tokens=conversation.max_output_tokens
+    )
+    model_input_log(f"run {run.id}", model=run.model, messages=model_input, generation=generation)
     step.writer.emit(
         eventlog.MESSAGE_CREATED, message_id=str(message_id), role="assistant", attempt=run.attempt
     )
@@ -203,6 +216,7 @@ def _call_model(step: Step) -> None:
         tools=tools,
         writer=step.writer,
         message_id=str(message_id),
+        generation=generation,
     ).start()
     with turns.given_back():
         try:
@@ -219,8 +233,11 @@ def _call_model(step: Step) -> None:
         _finish(step, Run.Status.FAILED, error={"code": error.code, "message": error.message})
         return
     reply, cancelled = result.reply, result.stopped
+    # The reply reached its token limit: what it said is kept, but a tool call it was
+    # writing may be cut mid-arguments, so none is run, and the run ends incomplete.
+    cut_short = not cancelled and reply.finish_reason == "length"
 
-    tool_calls = [] if cancelled else reply.tool_calls
+    tool_calls = [] if cancelled or cut_short else reply.tool_calls
     for call in tool_calls:
         step.writer.emit(
             eventlog.TOOL_CALL_COMPLETED,
@@ -229,9 +246,11 @@ def _call_model(step: Step) -> None:
             arguments=call["arguments"],
         )
     with transaction.atomic():
-        _count_iteration(step, reply.usage)
+        _count_iteration(step, reply.usage, edits_seen=edits_seen)
         stored = None
-        if reply.text or tool_calls:
+        # A reply stopped (or cut at its token limit) while the model was still thinking
+        # is kept too: the user watched those thoughts, and a reload must not lose them.
+        if reply.text or tool_calls or reply.reasoning:
             stored = message_append(
                 conversation=conversation,
                 message=NewMessage(
@@ -241,9 +260,13 @@ def _call_model(step: Step) -> None:
                     tool_calls=tool_calls,
                     run_id=run.id,
                     usage=reply.usage,
-                    provider_payload={
-                        "finish_reason": "cancelled" if cancelled else reply.finish_reason
-                    },
+                    # The server's own fields with the reply (system_fingerprint, timings,
+                    # ...), and why it ended.
+                    provider_payload=reply.provider_payload(
+                        "cancelled" if cancelled else reply.finish_reason
+                    ),
+                    reasoning=reply.reasoning,
+                    reasoning_ms=reply.reasoning_ms,
                 ),
             )
         if stored is not None:
@@ -252,15 +275,26 @@ def _call_model(step: Step) -> None:
             )
         if cancelled:
             _finish(step, Run.Status.CANCELLED)
+        elif cut_short:
+            _finish(step, Run.Status.INCOMPLETE, error=_cut_short(generation.max_output_tokens))
         elif not tool_calls:
             _finish(step, Run.Status.COMPLETED)
         else:
             _hand_over(step)
 
 
-def _count_iteration(step: Step, usage: dict[str, Any] | None) -> None:
+def _cut_short(limit: int) -> dict[str, str]:
+    return {
+        "code": "max_output_tokens",
+        "message": f"The reply reached its limit of {limit} tokens and was cut short. "
+        "Raise “Max output tokens” in the conversation's settings for longer replies.",
+    }
+
+
+def _count_iteration(step: Step, usage: dict[str, Any] | None, *, edits_seen: int) -> None:
     """Inside the storing transaction: one more model call, its usage added to the run's,
-    and a proof that the lease is still ours (else everything rolls back)."""
+    the user's draft edits it saw (stored with the tool calls it asked for, so the tools
+    step knows), and a proof that the lease is still ours (else everything rolls back)."""
     run = step.run
     totals = dict(run.usage or {})
     for key, value in (usage or {}).items():
@@ -269,6 +303,7 @@ def _count_iteration(step: Step, usage: dict[str, Any] | None) -> None:
     if not step.mine().update(
         iterations=F("iterations") + 1,
         usage=totals,
+        draft_edits_seen=edits_seen,
         attempt=0,
         lease_expires_at=step.lease.until(),
         updated_at=timezone.now(),
@@ -276,6 +311,7 @@ def _count_iteration(step: Step, usage: dict[str, Any] | None) -> None:
         raise LeaseLost
     run.iterations += 1
     run.usage = totals
+    run.draft_edits_seen = edits_seen
     run.attempt = 0
 
 
@@ -293,6 +329,8 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             conversation=conversation,
             user=conversation.owner,
             emit=step.emit,
+            # Stored with the tool calls by the model step that asked for them.
+            draft_edits_seen=run.draft_edits_seen,
         )
         with turns.given_back():
             release_connection()  # the tool may run for long; renewals reconnect

@@ -35,7 +35,9 @@ from conversations import context, validation
 from conversations.context import HistoryMessage
 from conversations.engine import streaming
 from conversations.engine.llm import provider_get
-from conversations.errors import ValidationFailed
+from conversations.engine.llm.base import GenerationSettings
+from conversations.engine.model_input_log import model_input_log
+from conversations.errors import Problem, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation
 from conversations.tools import ToolContext, tool_definitions, tool_execute
@@ -69,9 +71,9 @@ class StateRejected(Exception):
 
 @dataclass
 class StatelessReply:
-    reply: str
+    reply: str | None  # None when the request only added context events
     state: str
-    status: str  # completed, or incomplete at the iteration limit
+    status: str  # completed, or incomplete at the iteration limit or the token limit
     state_reset: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
 
@@ -103,15 +105,35 @@ def state_encode(*, provider: str, user_id: int, messages: list[dict[str, Any]])
     )
 
 
+INFLATE_STEP = 256 * 1024
+
+
 def _inflate(raw: bytes) -> bytes:
     """Decompress without ever holding more than the limit: a small state that inflates
     to gigabytes stops at PARLEY_STATELESS_STATE_MAX_BYTES."""
     limit = settings.PARLEY_STATELESS_STATE_MAX_BYTES
     inflater = zlib.decompressobj()
-    out = inflater.decompress(raw, limit + 1)
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise StateRejected("too_large")
-    return out
+    # In steps of INFLATE_STEP into one growing buffer: one call asked for the whole limit
+    # grows its own output buffer by doubling, which held twice the limit at its peak.
+    # The input goes in by slices too, so zlib's copies of what is left to read stay small
+    # however large the state itself is.
+    out = bytearray()
+    view = memoryview(raw)
+    for start in range(0, len(raw), INFLATE_STEP):
+        pending: bytes | memoryview = view[start : start + INFLATE_STEP]
+        while pending and not inflater.eof:
+            out += inflater.decompress(pending, INFLATE_STEP)
+            if len(out) > limit:
+                raise StateRejected("too_large")
+            pending = inflater.unconsumed_tail
+    while not inflater.eof:  # what zlib still holds of input already read
+        piece = inflater.decompress(b"", INFLATE_STEP)
+        if not piece:
+            break  # a truncated stream: what came out is all there is (the JSON will say)
+        out += piece
+        if len(out) > limit:
+            raise StateRejected("too_large")
+    return bytes(out)
 
 
 def state_decode(state: str, *, provider: str, user_id: int) -> list[dict[str, Any]]:
@@ -201,6 +223,35 @@ def _history(messages: list[dict[str, Any]]) -> list[HistoryMessage]:
     ]
 
 
+def _events_append(
+    *,
+    provider_name: str,
+    user: User,
+    history: list[dict[str, Any]],
+    reset: str | None,
+    events: list[dict[str, str]],
+) -> StatelessReply:
+    if not history:
+        why = f" (the state given could not be used: {RESET_MESSAGES[reset]})" if reset else ""
+        raise ValidationFailed(
+            [
+                Problem(
+                    "$.messages",
+                    "only system messages, and no history for them to follow"
+                    f"{why}: leading system messages are a preamble, which is never kept; "
+                    "send them with a user message, or as `system`",
+                )
+            ]
+        )
+    history = history + [{"role": "system", "content": event["content"]} for event in events]
+    return StatelessReply(
+        reply=None,
+        state=state_encode(provider=provider_name, user_id=user.pk, messages=history),
+        status="completed",
+        state_reset=reset,
+    )
+
+
 def _model_input(preamble: list[str], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     head = [context.system_message(text) for text in preamble]
     budget = settings.PARLEY_CONTEXT_TOKENS - sum(context.estimate_tokens(m) for m in head)
@@ -214,8 +265,12 @@ def stateless_chat(
     *, user: User, state: str | None, system: str, messages: list[dict[str, str]]
 ) -> StatelessReply:
     """Run the tool loop over the state's history plus `messages` and return the reply and
-    the new state. `messages` are `{role, content}` with role user, assistant or system and
-    at least one non-system message (the caller validates that)."""
+    the new state. `messages` are `{role, content}` with role user, assistant or system.
+
+    Only system messages, after some history: context events, appended to the state with
+    no model call (the reply is None), as `POST .../events/` does for a stored
+    conversation. Only system messages and no history: refused, since leading system
+    messages are a preamble, which is never kept."""
     problems = validation.system_prompt_problems(system, path="$.system")
     for index, message in enumerate(messages):
         problems += validation.content_problems(
@@ -233,30 +288,41 @@ def stateless_chat(
             reset = rejected.reason
             # Never the content: the reason and who sent it.
             log.warning("stateless state reset: %s (user %s)", reset, user.pk)
+    if all(message["role"] == "system" for message in messages):
+        return _events_append(
+            provider_name=provider.name, user=user, history=history, reset=reset, events=messages
+        )
     preamble, rest = split_preamble(system, messages)
     history = history + [{"role": m["role"], "content": m["content"]} for m in rest]
 
     model = settings.PARLEY_MODEL
+    # Nothing is stored to hold settings of its own: the server's defaults apply.
+    generation = GenerationSettings.effective()
     usage: dict[str, int] = {}
     # An unsaved conversation: the stateless tools read nothing from it.
     scratch = Conversation(owner=user, tools=STATELESS_TOOLS)
     status = "incomplete"
     reply = ""
+    tools = tool_definitions(STATELESS_TOOLS)
     for _iteration in range(settings.PARLEY_RUN_MAX_ITERATIONS):
+        model_input = _model_input(preamble, history)
+        model_input_log("stateless chat", model=model, messages=model_input, generation=generation)
         accumulated = streaming.stream_collect(
-            provider,
-            model=model,
-            messages=_model_input(preamble, history),
-            tools=tool_definitions(STATELESS_TOOLS),
+            provider, model=model, messages=model_input, tools=tools, generation=generation
         )
         for key, value in (accumulated.usage or {}).items():
             if isinstance(value, int) and not isinstance(value, bool):
                 usage[key] = usage.get(key, 0) + value
+        # Cut at the token limit: the text so far is the reply (incomplete), and a tool
+        # call it was writing may be cut mid-arguments, so none is kept or run.
+        cut_short = accumulated.finish_reason == "length"
         assistant: dict[str, Any] = {"role": "assistant", "content": accumulated.text}
-        if accumulated.tool_calls:
+        if accumulated.tool_calls and not cut_short:
             assistant["tool_calls"] = accumulated.tool_calls
         history.append(assistant)
         reply = accumulated.text
+        if cut_short:
+            break
         if not accumulated.tool_calls:
             status = "completed"
             break

@@ -31,8 +31,10 @@ from conversations.background_loop import loop_run, process_loop
 from conversations.engine import eventlog
 from conversations.engine.cancel import cancel_requests_follow
 from conversations.engine.llm.base import (
+    GenerationSettings,
     Provider,
     ProviderError,
+    ReasoningDelta,
     StreamAccumulator,
     TextDelta,
     ToolCallArgumentsDelta,
@@ -67,9 +69,12 @@ class ReplyStream:
         tools: list[dict[str, Any]],
         writer: eventlog.EventWriter,
         message_id: str,
+        generation: GenerationSettings | None = None,
     ) -> None:
         self.provider = provider
         self.model, self.messages, self.tools = model, messages, tools
+        # The conversation's token limit and temperature; None: the server's defaults.
+        self.generation = generation or GenerationSettings.effective()
         self.writer = writer
         self.message_id = message_id
         self._future: concurrent.futures.Future[StreamResult] | None = None
@@ -120,7 +125,9 @@ class ReplyStream:
             return result
         writer = self.writer
         flusher = asyncio.create_task(_flush_when_stalled(writer))
-        stream = self.provider.stream(model=self.model, messages=self.messages, tools=self.tools)
+        stream = self.provider.stream(
+            model=self.model, messages=self.messages, tools=self.tools, generation=self.generation
+        )
         live = _live_replies()
         live.add(self)
         try:
@@ -138,6 +145,10 @@ class ReplyStream:
                     )
                 elif isinstance(event, ToolCallArgumentsDelta):
                     await writer.atool_arguments_delta(event.call_id, event.delta)
+                elif isinstance(event, ReasoningDelta):
+                    # Shown live while the model thinks, so a long silence before the
+                    # answer reads as thinking, not as a stalled reply.
+                    await writer.areasoning_delta(self.message_id, event.text)
         except ProviderError as error:
             result.error = error
         except asyncio.CancelledError:
@@ -233,12 +244,15 @@ def stream_collect(
     model: str,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
+    generation: GenerationSettings | None = None,
 ) -> StreamAccumulator:
     """A whole model call, collected without publishing events (stateless chat)."""
+    generation = generation or GenerationSettings.effective()
 
     async def collect() -> StreamAccumulator:
         reply = StreamAccumulator()
-        async for event in provider.stream(model=model, messages=messages, tools=tools):
+        stream = provider.stream(model=model, messages=messages, tools=tools, generation=generation)
+        async for event in stream:
             reply.add(storable_event(event))
         return reply
 

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from accounts.models import User
 from conversations.errors import Problem, ValidationFailed
-from conversations.formats.exchange import parse_export
+from conversations.formats.importing import parse_export
 from conversations.models import AuditEvent, Conversation, Message
 from conversations.serializers import MESSAGE_FIELDS
 from conversations.services.audit import audit_record
@@ -105,12 +105,18 @@ def _bulk_insert(rows: Iterable[Message]) -> None:
 
 
 def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
-    """Store an exported conversation (JSON v1) for `owner`: everything or nothing.
+    """Store a conversation for `owner` from an export, a minimal document or a chat
+    fine-tuning line (formats/importing.py): everything or nothing.
 
     Raises ValidationFailed listing every problem, each with its JSON path.
     """
     parsed = parse_export(document)
     data = parsed.conversation
+    # Version 1 exports and the short forms carry no generation settings or reasoning.
+    settings = {
+        "temperature": getattr(data, "temperature", None),
+        "max_output_tokens": getattr(data, "max_output_tokens", None),
+    }
     with transaction.atomic():
         conversation_quota_check(owner_id=owner.pk)
         conversation = Conversation.objects.create(
@@ -125,6 +131,7 @@ def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
             updated_at=data.updated_at,
             last_activity_at=max([data.updated_at, *(m.created_at for m in parsed.messages[-1:])]),
             message_count=len(parsed.messages),
+            **settings,
         )
         _bulk_insert(
             Message(
@@ -133,6 +140,8 @@ def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
                 role=m.role,
                 kind=m.kind,
                 content=m.content,
+                reasoning=getattr(m, "reasoning", ""),
+                reasoning_ms=getattr(m, "reasoning_ms", None),
                 tool_calls=[call.model_dump() for call in m.tool_calls],
                 tool_call_id=m.tool_call_id or "",
                 name=m.name or "",

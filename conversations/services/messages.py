@@ -16,13 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations import notifications, validation
-from conversations.errors import Problem, ValidationFailed
+from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
 from conversations.models import Conversation, Message
 from conversations.serializers import message_payload
 from conversations.services.common import raise_if
 from conversations.services.quotas import message_quota_take
-
-TITLE_FROM_MESSAGE_CHARS = 80
+from conversations.validation import title_from_message
 
 
 @dataclass(frozen=True)
@@ -41,13 +40,16 @@ class NewMessage:
     usage: dict[str, Any] | None = None
     provider_payload: dict[str, Any] | None = None
     created_at: datetime | None = None
+    # What a reasoning model thought before this reply, and for how long (milliseconds).
+    reasoning: str = ""
+    reasoning_ms: int | None = None
 
 
 def _locked(conversation: Conversation) -> Conversation:
     """Re-read the conversation's mutable counters under a row lock for this transaction."""
     return (
         Conversation.objects.select_for_update()
-        .only("id", "message_count", "title", "draft", "draft_edited")
+        .only("id", "message_count", "title", "draft", "draft_edited", "draft_edit_count")
         .get(pk=conversation.pk)
     )
 
@@ -73,6 +75,8 @@ def _insert(
             usage=new.usage,
             provider_payload=new.provider_payload,
             created_at=new.created_at or now,
+            reasoning=new.reasoning,
+            reasoning_ms=new.reasoning_ms,
         )
         for offset, new in enumerate(messages)
     ]
@@ -162,38 +166,49 @@ def draft_edit_notice(draft: str) -> str:
     return f'[user edited the draft to: "{draft}"]'
 
 
-def title_from_message(content: str) -> str:
-    first_line = " ".join(content.split())
-    if len(first_line) <= TITLE_FROM_MESSAGE_CHARS:
-        return first_line
-    return first_line[: TITLE_FROM_MESSAGE_CHARS - 1].rstrip() + "…"
-
-
 def conversation_draft_update(
-    *, conversation: Conversation, draft: str, by_user: bool = True, call_id: str = ""
+    *,
+    conversation: Conversation,
+    draft: str,
+    by_user: bool = True,
+    call_id: str = "",
+    edits_seen: int | None = None,
 ) -> bool:
     """Set the draft; return whether it changed.
 
-    A change by the user raises `draft_edited` so the next turn tells the model; a change
-    by the assistant (its `update_draft` tool) clears it, since the model wrote it.
-    Saving an unchanged draft is a no-op and injects nothing.
+    A change by the user raises `draft_edited` so the next turn tells the model, and counts
+    in `draft_edit_count`; a change by the assistant (its `update_draft` tool) clears the
+    flag, since the model wrote it. Saving an unchanged draft is a no-op and injects nothing.
+
+    The user's words win over the assistant's. `edits_seen` is the `draft_edit_count` the
+    model saw when the call that asked for this write started (Run.draft_edits_seen). If
+    the user has changed the draft since, the model never saw their text: the write is
+    refused with DraftEditedMeanwhile, which carries the user's draft so the model can
+    reconcile. A later model call has read that draft, so its write goes through. Checked
+    under the row lock, so an edit is either counted before the check or made after the
+    write, never lost in between. None (the caller cannot tell) skips the check.
 
     `call_id` names the assistant's tool call. It is recorded in `draft_call_id` with the
     text, and also when the text was already in place: either way the call has done its
     write, and a resumed attempt must not repeat it over a later user edit. A user edit
     leaves the record as it is.
     """
-    if by_user and call_id:
-        raise ValueError("a user edit has no tool call id")
+    if by_user and (call_id or edits_seen is not None):
+        raise ValueError("a user edit has no tool call and needs no guard")
     raise_if(
         validation.draft_problems(draft)
         + validation.text_problems(call_id, path="$.call_id", max_chars=validation.TOOL_CALL_ID_MAX)
     )
     changes: dict[str, Any] = {} if by_user else {"draft_call_id": call_id}
     with transaction.atomic():
-        changed = _locked(conversation).draft != draft
+        locked = _locked(conversation)
+        changed = locked.draft != draft
+        if changed and edits_seen is not None and locked.draft_edit_count > edits_seen:
+            raise DraftEditedMeanwhile(locked.draft)
         if changed:
             changes.update(draft=draft, draft_edited=by_user, updated_at=timezone.now())
+            if by_user:
+                changes["draft_edit_count"] = locked.draft_edit_count + 1
         if changes:
             Conversation.objects.filter(pk=conversation.pk).update(**changes)
         if changed:

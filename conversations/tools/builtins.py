@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field
 
 from conversations import selectors, services
-from conversations.errors import Problem, ValidationFailed
+from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
 from conversations.event_types import DRAFT_UPDATED
 from conversations.tools.registry import ToolContext, ToolError, tool
 
@@ -217,7 +217,12 @@ def update_draft(
     draft: Annotated[str, Field(description="The complete new text of the draft.")],
 ) -> str:
     """Replace the conversation's draft (the working document shown beside the chat) with
-    new text. Send the whole draft, not a diff."""
+    new text. Send the whole draft, not a diff.
+
+    The user's edits win: if they changed the draft after the model call that asked for
+    this one read its input, nothing is written and the model gets an error quoting their
+    draft. The model's next call has seen that text, so it may write deliberately.
+    """
     done = f"Draft updated ({len(draft)} characters)."
     conversation = context.conversation
     if context.is_resume:
@@ -231,14 +236,30 @@ def update_draft(
             return done
     try:
         changed = services.conversation_draft_update(
-            conversation=conversation, draft=draft, by_user=False, call_id=context.call_id
+            conversation=conversation,
+            draft=draft,
+            by_user=False,
+            call_id=context.call_id,
+            edits_seen=context.draft_edits_seen,
         )
     except ValidationFailed as exc:
         raise ToolError("; ".join(_problem_text(p) for p in exc.problems)) from None
+    except DraftEditedMeanwhile as exc:
+        raise ToolError(_edited_meanwhile(exc.draft)) from None
     if not changed:
         return "The draft already had this text; nothing changed."
     context.emit(DRAFT_UPDATED, {"draft": draft})
     return done
+
+
+def _edited_meanwhile(users_draft: str) -> str:
+    # The user's text comes last: a long draft may be cut to the tool output limit, and the
+    # instructions must survive. The full draft also ends the model's next input.
+    return (
+        "the user edited the draft while you were working, and their edit wins: your text "
+        "was not saved. If the draft still needs changing, call update_draft again with the "
+        f'complete text, keeping their changes. The draft now reads: "{users_draft}"'
+    )
 
 
 def _problem_text(problem: Problem) -> str:

@@ -50,6 +50,10 @@ class ToolContext:
     # Publishes a run event such as ("draft.updated", {"draft": ...}). Events a tool emits
     # are forwarded in order from the caller's thread once the tool returns.
     emit: Emit = _no_emit
+    # The conversation's draft_edit_count when the model call that asked for this tool
+    # read its input (Run.draft_edits_seen): a user edit made after that moment is one the
+    # model has not seen, and `update_draft` must not write over it. None: unknown.
+    draft_edits_seen: int | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 TEXT_FIELDS = {
     Conversation: ["title", "system_prompt", "draft", "metadata"],
-    Message: ["content", "tool_calls", "provider_payload"],
+    Message: ["content", "reasoning", "tool_calls", "provider_payload"],
     Run: ["error", "client_id"],
 }
 # (admin changelist, lookup prefix, model whose text fields the prefix reaches)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
+from django.utils import timezone
 
 from conversations.api.views import chat as chat_views
 from conversations.engine import dispatch, eventlog, runner
@@ -25,7 +26,12 @@ class RecordingProvider:
         self.calls: list[list[dict[str, Any]]] = []
 
     async def stream(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: Any = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         self.calls.append(messages)
         last = messages[-1]["content"]
@@ -97,6 +103,22 @@ def test_past_the_wait_it_answers_202_with_the_run_to_follow(api, monkeypatch, s
     assert body["run"]["id"] == body["run_id"]
     assert body["events_url"].endswith(f"/api/v1/runs/{body['run_id']}/events/")
     assert Run.objects.get(pk=body["run_id"]).status == "queued"
+
+
+def test_past_the_wait_the_run_is_answered_as_it_is_now(api, monkeypatch, settings):
+    settings.PARLEY_CHAT_WAIT_SECONDS = 1
+
+    def taken_but_slow(run_id, countdown=0):
+        # A worker took the run at once, and the reply takes longer than the wait.
+        Run.objects.filter(pk=run_id).update(status="in_progress", started_at=timezone.now())
+
+    monkeypatch.setattr(dispatch, "step_enqueue", taken_but_slow)
+    response = api.post("/api/v1/chat/", {"message": "Hello"}, format="json")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "in_progress"
+    assert body["run"]["status"] == "in_progress"
+    assert body["run"]["started_at"] is not None
 
 
 def test_no_database_connection_is_held_while_waiting(api, monkeypatch, settings):

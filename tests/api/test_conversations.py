@@ -247,6 +247,23 @@ def test_import_round_trips_and_a_bad_document_stores_nothing(api, owner, conver
     assert Conversation.objects.count() == before
 
 
+def test_a_fine_tuning_line_imports_over_the_api(api, owner):
+    line = (
+        b'{"messages": [{"role": "system", "content": "Be kind."}, '
+        b'{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}\n'
+    )
+    for content_type in ("application/json", "application/jsonl"):
+        response = api.post("/api/v1/conversations/import/", line, content_type=content_type)
+        assert response.status_code == 201, response.content
+        body = response.json()
+        assert (body["title"], body["system_prompt"], body["message_count"]) == (
+            "Hi",
+            "Be kind.",
+            2,
+        )
+        assert Conversation.objects.get(pk=body["id"]).owner == owner
+
+
 def test_an_import_over_the_size_limit_is_413(api, settings):
     settings.PARLEY_IMPORT_MAX_BYTES = 50
     response = api.post(

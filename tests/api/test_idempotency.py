@@ -209,7 +209,7 @@ class OneReply:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def stream(self, *, model, messages, tools):
+    async def stream(self, *, model, messages, tools, generation=None):
         self.calls += 1
         yield TextDelta("a private reply")
         yield Finished("stop")

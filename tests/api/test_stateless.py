@@ -25,7 +25,12 @@ class EchoProvider:
         self.calls: list[list[dict[str, Any]]] = []
 
     async def stream(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: Any = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         self.calls.append(messages)
         yield TextDelta(f"reply {len(self.calls)}")
@@ -295,3 +300,61 @@ def test_an_over_long_message_is_400(api, provider, settings):
     response = api.post(URL, {"messages": [{"role": "user", "content": "too long"}]})
     assert response.status_code == 400
     assert error_of(response)["details"]["problems"][0]["path"] == "$.messages[0].content"
+
+
+# --- context events without a model call ----------------------------------------------
+
+
+def test_only_system_messages_after_a_history_are_events_kept_without_a_model_call(api, provider):
+    first = api.post(URL, {"messages": [{"role": "user", "content": "Hello"}]}).json()
+    calls = len(provider.calls)
+
+    answer = api.post(
+        URL,
+        {
+            "state": first["state"],
+            "messages": [
+                {"role": "system", "content": "The user switched to French."},
+                {"role": "system", "content": "It is now evening."},
+            ],
+        },
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["reply"] is None
+    assert len(provider.calls) == calls  # no model call
+    assert history(body["state"]) == [
+        ("user", "Hello"),
+        ("assistant", "reply 1"),
+        ("system", "The user switched to French."),
+        ("system", "It is now evening."),
+    ]
+
+    # The next turn sends them to the model in their place.
+    api.post(URL, {"state": body["state"], "messages": [{"role": "user", "content": "Hi"}]})
+    assert sent(provider)[-3:] == [
+        ("system", "The user switched to French."),
+        ("system", "It is now evening."),
+        ("user", "Hi"),
+    ]
+
+
+def test_only_system_messages_with_no_history_are_refused_clearly(api, provider):
+    answer = api.post(URL, {"messages": [{"role": "system", "content": "Be brief."}]})
+    assert answer.status_code == 400
+    problem = error_of(answer)
+    assert "preamble" in str(problem)
+    assert provider.calls == []
+
+
+def test_inflating_stops_exactly_at_the_limit(settings):
+    settings.PARLEY_STATELESS_STATE_MAX_BYTES = 1000
+    exact = zlib.compress(b"x" * 1000)
+    assert stateless._inflate(exact) == b"x" * 1000
+    with pytest.raises(stateless.StateRejected) as rejected:
+        stateless._inflate(zlib.compress(b"x" * 1001))
+    assert rejected.value.reason == "too_large"
+    # A stream cut short gives what it holds (the JSON reader then refuses it), never hangs.
+    cut = stateless._inflate(zlib.compress(b"y" * 900)[:-6])
+    assert set(cut) <= {ord("y")}
+    assert len(cut) <= 900

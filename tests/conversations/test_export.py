@@ -62,7 +62,7 @@ def test_json_export_has_the_envelope_and_messages_in_seq_order(worked):
     document = json.loads(text)
 
     assert document["format"] == "parley.conversation"
-    assert document["version"] == 1
+    assert document["version"] == 2
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", document["exported_at"])
     assert document["conversation"]["title"] == "Weather and sums"
     assert [(m["seq"], m["role"], m["kind"]) for m in document["messages"]] == [

@@ -249,7 +249,7 @@ CORRUPT_CASES = [
     pytest.param(
         _set("format", "chatgpt.export"), {"$.format": "parley.conversation"}, {}, id="wrong-format"
     ),
-    pytest.param(_set("version", 2), {"$.version": "unsupported version 2"}, {}, id="version-2"),
+    pytest.param(_set("version", 3), {"$.version": "unsupported version 3"}, {}, id="version-3"),
     pytest.param(
         _set("version", "1"), {"$.version": "unsupported version '1'"}, {}, id="version-string"
     ),

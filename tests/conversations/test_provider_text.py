@@ -40,7 +40,12 @@ class HostileProvider:
         self.fail = fail
 
     async def stream(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: Any = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         self.calls += 1
         if self.fail:

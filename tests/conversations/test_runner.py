@@ -15,7 +15,13 @@ from django.utils import timezone
 from conversations import engine, services, tools
 from conversations.engine import dispatch, eventlog, runner, watchdog
 from conversations.engine.cancel import cancel_flag_key
-from conversations.engine.llm.base import Finished, StreamEvent, TextDelta, UsageReported
+from conversations.engine.llm.base import (
+    Finished,
+    GenerationSettings,
+    StreamEvent,
+    TextDelta,
+    UsageReported,
+)
 from conversations.models import Conversation, Message, Run
 from conversations.services.messages import NewMessage, message_append
 from conversations.tools.registry import ToolContext, tool
@@ -29,11 +35,18 @@ class ScriptedProvider:
     def __init__(self, *replies: str | Exception) -> None:
         self.replies = list(replies)
         self.calls: list[list[dict[str, Any]]] = []
+        self.generations: list[GenerationSettings | None] = []
 
     async def stream(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: GenerationSettings | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         self.calls.append(messages)
+        self.generations.append(generation)
         reply = self.replies.pop(0)
         if isinstance(reply, Exception):
             raise reply

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from conversations import services
-from conversations.errors import ValidationFailed
+from conversations.errors import DraftEditedMeanwhile, ValidationFailed
 from conversations.models import Conversation, Message, Run
 from conversations.services import NewMessage
 from tests.conversations.helpers import BUILTIN_TOOLS
@@ -204,6 +204,33 @@ def test_draft_update_refuses_an_overlong_call_id(conversation):
     assert problems_of(excinfo) == {"$.call_id": "is 201 characters long; the limit is 200"}
     conversation.refresh_from_db()
     assert (conversation.draft, conversation.draft_call_id) == ("", "")
+
+
+@pytest.mark.django_db
+def test_only_the_users_changes_count_as_draft_edits(conversation):
+    services.conversation_draft_update(conversation=conversation, draft="mine")
+    services.conversation_draft_update(conversation=conversation, draft="mine")  # unchanged
+    services.conversation_draft_update(conversation=conversation, draft="model's", by_user=False)
+    with transaction.atomic():
+        services.conversation_draft_update(conversation=conversation, draft="mine again")
+        transaction.set_rollback(True)  # a rolled back edit counts for nothing
+    assert Conversation.objects.get(pk=conversation.pk).draft_edit_count == 1
+
+
+@pytest.mark.django_db
+def test_an_assistant_write_over_an_unseen_user_edit_is_refused_whole(conversation):
+    services.conversation_draft_update(conversation=conversation, draft="mine")
+    with pytest.raises(DraftEditedMeanwhile) as excinfo:
+        services.conversation_draft_update(
+            conversation=conversation, draft="model's", by_user=False, call_id="c1", edits_seen=0
+        )
+    assert excinfo.value.draft == "mine"
+    conversation.refresh_from_db()
+    assert (conversation.draft, conversation.draft_edited, conversation.draft_call_id) == (
+        "mine",
+        True,
+        "",
+    )
 
 
 @pytest.mark.django_db

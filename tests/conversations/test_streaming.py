@@ -38,7 +38,12 @@ class PacedProvider:
         self.closed = False
 
     async def stream(
-        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: Any = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         try:
             for number, word in enumerate(self.words):

@@ -11,6 +11,7 @@ from playwright.sync_api import Dialog, Page, expect
 from conversations import services
 from conversations.models import Message, Run
 from tests.fake_openai import Script
+from tests.waiting import wait_until
 from tests.web.browser import Stack, log_in, record_assistant_states, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -229,6 +230,59 @@ def test_draft_edits_are_saved_and_assistant_changes_appear_live(
     # The model was told about the user's edit before it answered.
     sent = stack.fake.requests[0].messages
     assert any("user edited the draft" in str(m.get("content")) for m in sent)
+
+
+def test_a_draft_saved_while_a_reply_runs_is_kept_and_the_model_is_told(
+    chat_page: Page, stack: Stack, owner
+):
+    model_text = "Dear team, the launch moves to May."
+    user_text = "Dear team, the launch stays in April. Thanks for the hard work!"
+    conversation = services.conversation_create(owner=owner, title="Launch note")
+    chat_page.goto(f"/chat/{conversation.pk}/")
+    expect(chat_page.locator("#connection")).to_have_text("Live", timeout=10_000)
+    saved = threading.Event()
+
+    def after_the_users_save(index: int, sent_at: float) -> None:
+        if index == 0:
+            saved.wait(10)
+
+    stack.fake.push(
+        # The model has read the (empty) draft; its reply comes once the user has saved.
+        Script(
+            tool_calls=[("call_draft", "update_draft", json.dumps({"draft": model_text}))],
+            on_chunk=after_the_users_save,
+        ),
+        Script(text="You changed the draft meanwhile, so I kept your version."),
+    )
+    send(chat_page, f"update the draft to: {model_text}")
+    wait_until(lambda: stack.fake.requests, what="the model call", details=stack.logs)
+    draft = chat_page.get_by_label("Draft text")
+    draft.fill(user_text)
+    chat_page.get_by_role("button", name="Save draft").click()
+    expect(chat_page.locator("#draft-status")).to_contain_text("Saved")
+    saved.set()
+    wait_idle(chat_page)
+
+    # The user's words stay in the panel; the tool card says why the model's did not land.
+    expect(draft).to_have_value(user_text)
+    card = chat_page.locator('.tool-card[data-call-id="call_draft"]')
+    expect(card).to_have_attribute("data-state", "error")
+    expect(card.locator(".tool-result")).to_contain_text("the user edited the draft")
+    expect(chat_page.locator(".note", has_text="Parley updated the draft.")).to_have_count(0)
+    # The model read that in the same reply, with the user's text.
+    assert any(user_text in str(m.get("content")) for m in stack.fake.requests[1].messages)
+    chat_page.reload()
+    expect(draft).to_have_value(user_text)
+
+    # The next turn tells the model about the edit, as for any edit.
+    expect(chat_page.locator("#connection")).to_have_text("Live", timeout=10_000)
+    stack.fake.push(Script(text="It reads well."))
+    send(chat_page, "Is it ready to send?")
+    wait_idle(chat_page)
+    expect(chat_page.get_by_text("You edited the draft; Parley was told.")).to_be_visible()
+    notice = f'[user edited the draft to: "{user_text}"]'
+    assert {"role": "system", "content": notice} in stack.fake.requests[-1].messages
+    assert not chat_page.errors  # type: ignore[attr-defined]
 
 
 XSS_REPLY = """Here you go:

@@ -12,7 +12,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from accounts.models import User
 from conversations import selectors, validation
-from conversations.engine import provider_is_demo
+from conversations.engine import GenerationSettings, provider_is_demo
 from conversations.models import Conversation
 from web.security import strict_csp
 
@@ -27,6 +27,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpResponse:
     assert isinstance(request.user, User)
+    defaults = GenerationSettings.effective()
     conversation = None
     if conversation_id is not None:
         try:
@@ -43,6 +44,10 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
         "defaultModel": settings.PARLEY_MODEL,
         "maxMessageChars": settings.PARLEY_MAX_MESSAGE_CHARS,
         "titleMax": validation.TITLE_MAX,
+        # The settings dialog shows what an empty field means (the server's defaults).
+        "defaultMaxOutputTokens": defaults.max_output_tokens,
+        "maxOutputTokensCap": settings.PARLEY_MAX_OUTPUT_TOKENS,
+        "defaultTemperature": defaults.temperature,
     }
     return render(
         request,

@@ -22,6 +22,7 @@ from conversations.engine import (
     eventlog,
     stateless_chat,
 )
+from conversations.models import Run
 from conversations.serializers import run_payload
 
 
@@ -60,6 +61,12 @@ async def _wait(run_id: str, timeout: float) -> tuple[str | None, dict[str, Any]
     return None, None
 
 
+def _run_now(run: Run) -> dict[str, Any]:
+    current = Run.objects.filter(pk=run.pk).first() or run
+    _release_connections()
+    return run_payload(current)
+
+
 class ChatView(AsyncApiView):
     throttle_classes = [UserThrottle, ModelThrottle]
 
@@ -92,7 +99,9 @@ class ChatView(AsyncApiView):
         await sync_to_async(_release_connections)()
         run_id = str(run.pk)
         reply, final = await _wait(run_id, float(settings.PARLEY_CHAT_WAIT_SECONDS))
-        payload = final or run_payload(run)
+        # Past the wait the run is answered as it is now (a worker may have taken it a
+        # minute ago), not as it was when the request created it.
+        payload = final or await sync_to_async(_run_now)(run)
         body = {
             "conversation_id": str(conversation.pk),
             "run_id": run_id,

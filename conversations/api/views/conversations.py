@@ -329,9 +329,13 @@ class ImportView(ApiView):
 
     @extend_schema(
         operation_id="conversations_import",
-        summary="Import an exported conversation",
-        description="The body is a JSON export (version 1). Everything is checked first; "
-        "each problem is reported with its JSON path and nothing is stored.",
+        summary="Import a conversation",
+        description="The body is a JSON export (version 1 or 2), a minimal document "
+        '(`{"messages": [{"role", "content", "tool_calls"?, "tool_call_id"?, "name"?}], '
+        '"title"?, "system_prompt"?, "model"?, "metadata"?}`) or one line of OpenAI chat '
+        "fine-tuning JSONL; what the short forms leave out (ids, order, times, the title) is "
+        "generated and a leading system message becomes the system prompt. Everything is "
+        "checked first; each problem is reported with its JSON path and nothing is stored.",
         request={"application/json": OpenApiTypes.OBJECT},
         responses={201: s.ConversationOut},
     )

@@ -15,6 +15,8 @@ no gap, no duplicate. They stop after the terminal event.
 Client rule for rebuilding replies (`message_texts`): concatenate `message.delta` per
 `message_id`; a `message.created` for a message id already seen throws its text away and starts
 it again, since a step retried after a worker crash re-streams the same message from the start.
+`reasoning.delta` (what a reasoning model thinks before answering) follows the same rule for the
+message's reasoning.
 """
 
 from conversations.engine.eventlog.connections import redis_client
@@ -43,6 +45,7 @@ from conversations.event_types import (
     MESSAGE_COMPLETED,
     MESSAGE_CREATED,
     MESSAGE_DELTA,
+    REASONING_DELTA,
     RUN_CANCELLED,
     RUN_COMPLETED,
     RUN_CREATED,
@@ -63,6 +66,7 @@ __all__ = [
     "MESSAGE_COMPLETED",
     "MESSAGE_CREATED",
     "MESSAGE_DELTA",
+    "REASONING_DELTA",
     "RUN_CANCELLED",
     "RUN_COMPLETED",
     "RUN_CREATED",

@@ -28,6 +28,7 @@ from conversations.engine.eventlog.keys import (
 from conversations.event_types import (
     EVENT_TYPES,
     MESSAGE_DELTA,
+    REASONING_DELTA,
     TERMINAL_TYPES,
     TOOL_CALL_ARGUMENTS_DELTA,
 )
@@ -107,6 +108,10 @@ class EventWriter:
         for batch in self._delta(TOOL_CALL_ARGUMENTS_DELTA, "call_id", call_id, text):
             self._append(*batch)
 
+    def reasoning_delta(self, message_id: str, text: str) -> None:
+        for batch in self._delta(REASONING_DELTA, "message_id", message_id, text):
+            self._append(*batch)
+
     def flush(self) -> int | None:
         """Write pending deltas as one event; returns its sequence number, if any."""
         batch = self._take_pending()
@@ -124,6 +129,12 @@ class EventWriter:
 
     async def atool_arguments_delta(self, call_id: str, text: str) -> None:
         for batch in self._delta(TOOL_CALL_ARGUMENTS_DELTA, "call_id", call_id, text):
+            await self._awrite(*batch)
+
+    async def areasoning_delta(self, message_id: str, text: str) -> None:
+        # Coalesced like the answer's text: a model thinking at 100 tokens/s costs a few
+        # writes a second, and the switch to answering flushes the thoughts first.
+        for batch in self._delta(REASONING_DELTA, "message_id", message_id, text):
             await self._awrite(*batch)
 
     async def aflush(self) -> int | None:

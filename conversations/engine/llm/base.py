@@ -7,11 +7,15 @@ worker process reads every reply in flight (conversations/engine/streaming.py): 
 reply spent most of its CPU handing the GIL around.
 """
 
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from django.conf import settings
+
 from conversations import validation
+from conversations.engine.llm.provider_fields import fields_bounded
 from conversations.validation import storable_json, storable_text
 
 
@@ -60,7 +64,39 @@ class Finished:
     reason: str
 
 
-StreamEvent = TextDelta | ToolCallStarted | ToolCallArgumentsDelta | UsageReported | Finished
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of what a reasoning model thinks before it answers. Shown to the user and
+    stored with the reply, never sent back to the model."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ProviderFields:
+    """Every extra field the server sent so far, merged over the stream's chunks (later
+    chunks win): `reply` from the chunks themselves, `choice` from their choice. Each
+    event replaces the previous one; kept opaque in the message's provider_payload."""
+
+    reply: dict[str, Any] = field(default_factory=dict)
+    choice: dict[str, Any] = field(default_factory=dict)
+
+    def as_payload(self) -> dict[str, Any]:
+        payload = dict(self.reply)
+        if self.choice:
+            payload["choice"] = dict(self.choice)
+        return payload
+
+
+StreamEvent = (
+    TextDelta
+    | ToolCallStarted
+    | ToolCallArgumentsDelta
+    | UsageReported
+    | Finished
+    | ReasoningDelta
+    | ProviderFields
+)
 
 
 def storable_event(event: StreamEvent) -> StreamEvent:
@@ -77,6 +113,12 @@ def storable_event(event: StreamEvent) -> StreamEvent:
         return ToolCallArgumentsDelta(_call_id(event.call_id), storable_text(event.delta))
     if isinstance(event, UsageReported):
         return replace(event, details=storable_json(event.details))
+    if isinstance(event, ReasoningDelta):
+        return ReasoningDelta(storable_text(event.text))
+    if isinstance(event, ProviderFields):
+        # Also bounded in size: the server decides what it sends (provider_fields.py).
+        bounded = fields_bounded({"reply": event.reply, "choice": event.choice})
+        return ProviderFields(reply=bounded["reply"], choice=bounded["choice"])
     return Finished(storable_text(event.reason))
 
 
@@ -103,6 +145,32 @@ class ProviderError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class GenerationSettings:
+    """What one model call may do: at most `max_output_tokens` tokens of reply, sampled at
+    `temperature` (None: the provider's own default, nothing is sent).
+
+    Every call carries a token limit, so no reply runs on unbounded, costing money and
+    holding a worker, when a model loops or rambles."""
+
+    max_output_tokens: int
+    temperature: float | None = None
+
+    @classmethod
+    def effective(
+        cls, *, temperature: float | None = None, max_output_tokens: int | None = None
+    ) -> "GenerationSettings":
+        """A conversation's own settings, else the server's defaults. The limit never goes
+        above the server's cap, even for a conversation saved before the cap was lowered."""
+        limit = max_output_tokens or settings.PARLEY_DEFAULT_MAX_OUTPUT_TOKENS
+        if temperature is None:
+            temperature = settings.PARLEY_DEFAULT_TEMPERATURE
+        return cls(
+            max_output_tokens=max(1, min(limit, settings.PARLEY_MAX_OUTPUT_TOKENS)),
+            temperature=temperature,
+        )
+
+
 class Provider(Protocol):
     name: str
 
@@ -112,11 +180,13 @@ class Provider(Protocol):
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
+        generation: GenerationSettings | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """Stream one model call (an async generator). `messages` are OpenAI chat messages;
         `tools` are OpenAI function tool definitions (`{"type": "function", "function":
-        {...}}`), possibly empty. Raises ProviderError; retries before the first token are
-        the provider's."""
+        {...}}`), possibly empty; `generation` limits the reply (None: the server's
+        defaults). A reply cut at the token limit ends with `Finished("length")`. Raises
+        ProviderError; retries before the first token are the provider's."""
         ...
 
 
@@ -128,18 +198,55 @@ class StreamAccumulator:
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     finish_reason: str | None = None
+    reasoning: str = ""
+    # How long the model thought: from its first reasoning delta to the first piece of its
+    # answer (text or a tool call); without an answer yet, to its latest reasoning delta.
+    reasoning_ms: int | None = None
+    provider_fields: ProviderFields = field(default_factory=ProviderFields)
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
+    _thinking_since: float | None = field(default=None, init=False, repr=False)
+    _answered: bool = field(default=False, init=False, repr=False)
 
     def add(self, event: StreamEvent) -> None:
         if isinstance(event, TextDelta):
             self.text += event.text
+            self._answer_started()
         elif isinstance(event, ToolCallStarted):
             self.tool_calls.append({"id": event.call_id, "name": event.name, "arguments": ""})
+            self._answer_started()
         elif isinstance(event, ToolCallArgumentsDelta):
             for call in self.tool_calls:
                 if call["id"] == event.call_id:
                     call["arguments"] += event.delta
                     break
+        elif isinstance(event, ReasoningDelta):
+            self.reasoning += event.text
+            if not self._answered:
+                now = self.clock()
+                if self._thinking_since is None:
+                    self._thinking_since = now
+                self.reasoning_ms = _milliseconds(now - self._thinking_since)
+        elif isinstance(event, ProviderFields):
+            self.provider_fields = event
         elif isinstance(event, UsageReported):
             self.usage = event.as_dict()
         elif isinstance(event, Finished):
             self.finish_reason = event.reason
+
+    def _answer_started(self) -> None:
+        if self._thinking_since is not None and not self._answered:
+            self._answered = True
+            self.reasoning_ms = _milliseconds(self.clock() - self._thinking_since)
+
+    def provider_payload(self, finish_reason: str | None) -> dict[str, Any]:
+        """The stored message's `provider_payload`: the server's extra fields, and the
+        finish reason (ours wins over a field the server happened to call that)."""
+        return {**self.provider_fields.as_payload(), "finish_reason": finish_reason}
+
+
+def _milliseconds(seconds: float) -> int:
+    return min(max(0, round(seconds * 1000)), REASONING_MS_MAX)
+
+
+# What the column holds (a PostgreSQL integer): about 24 days, far past any real reply.
+REASONING_MS_MAX = 2**31 - 1

@@ -20,6 +20,7 @@ from django.conf import settings
 
 from conversations.engine.llm.base import (
     Finished,
+    GenerationSettings,
     StreamEvent,
     TextDelta,
     ToolCallArgumentsDelta,
@@ -67,7 +68,11 @@ class DemoProvider:
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
+        generation: GenerationSettings | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
+        # Like a real model, the demo stops where the reply's token limit is reached
+        # (`length`), so the limit can be tried offline too. Each piece streamed is a token.
+        limit = (generation or GenerationSettings.effective()).max_output_tokens
         offered = {
             tool["function"]["name"]: tool["function"]
             for tool in tools
@@ -75,23 +80,28 @@ class DemoProvider:
         }
         call = _tool_call_for(messages, offered)
         if call is None:
-            reply = _reply_text(messages, offered)
-            for token in re.findall(r"\S+\s*|\s+", reply):
-                await self._pause()
-                yield TextDelta(token)
-            completion_text, reason = reply, "stop"
+            pieces: list[StreamEvent] = [
+                TextDelta(token)
+                for token in re.findall(r"\S+\s*|\s+", _reply_text(messages, offered))
+            ]
+            reason = "stop"
         else:
             name, arguments = call
-            await self._pause()
             call_id = "call_demo" + _digest(messages)[:24]
-            yield ToolCallStarted(index=0, call_id=call_id, name=name)
             size = max(1, math.ceil(len(arguments) / 3))  # streamed in pieces, as models do
-            for start in range(0, len(arguments), size):
-                await self._pause()
-                yield ToolCallArgumentsDelta(call_id, arguments[start : start + size])
-            completion_text, reason = arguments, "tool_calls"
+            pieces = [ToolCallStarted(index=0, call_id=call_id, name=name)]
+            pieces += [
+                ToolCallArgumentsDelta(call_id, arguments[start : start + size])
+                for start in range(0, len(arguments), size)
+            ]
+            reason = "tool_calls"
+        if len(pieces) > limit:
+            pieces, reason = pieces[:limit], "length"
+        for piece in pieces:
+            await self._pause()
+            yield piece
         prompt_tokens = max(1, len(json.dumps([messages, tools], default=str)) // 4)
-        completion_tokens = max(1, len(completion_text) // 4)
+        completion_tokens = len(pieces)
         yield UsageReported(prompt_tokens, completion_tokens, prompt_tokens + completion_tokens)
         yield Finished(reason)
 

@@ -32,7 +32,7 @@ from openai.types.chat import (
     ChatCompletionToolUnionParam,
 )
 
-from conversations.engine.llm.base import ProviderError, StreamEvent
+from conversations.engine.llm.base import GenerationSettings, ProviderError, StreamEvent
 from conversations.engine.llm.openai_sse import ChunkTranslator, read_chunks
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,27 @@ _CONTEXT_LENGTH_HINTS = (
     "exceed_context_size",
     "context size",
 )
+# The token limit is sent as `max_completion_tokens`, OpenAI's current name. Older
+# OpenAI-compatible servers (vLLM, llama.cpp, Ollama builds from before it) only know
+# `max_tokens` and refuse the new name with a 400 that names it: "Unrecognized request
+# argument supplied: max_completion_tokens", "unknown field `max_completion_tokens`", "extra
+# fields not permitted". A refusal that names it without saying it is unknown (its value is
+# too large, say) is a real error and is reported as one.
+_LIMIT_PARAMETER = "max_completion_tokens"
+_UNKNOWN_PARAMETER_HINTS = (
+    "unrecognized",
+    "unrecognised",
+    "unknown",
+    "unsupported",
+    "not supported",
+    "extra",
+    "not permitted",
+    "not allowed",
+    "unexpected",
+)
+# The servers (by base URL) found to want `max_tokens`: remembered for the process, so only
+# the first call to such a server pays for the refused request.
+_SERVERS_WANTING_MAX_TOKENS: set[str] = set()
 
 
 class OpenAIProvider:
@@ -105,13 +126,17 @@ class OpenAIProvider:
         model: str,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
+        generation: GenerationSettings | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
+        generation = generation or GenerationSettings.effective()
+        server = str(self.client.base_url)
+        legacy = server in _SERVERS_WANTING_MAX_TOKENS  # it wants `max_tokens`
         attempt = 0
         while True:
             translator = ChunkTranslator()
             started = False  # an event reached the caller: from then on, never retry
             try:
-                async with self._open(model, messages, tools) as response:
+                async with self._open(model, messages, tools, generation, legacy) as response:
                     async for chunk in read_chunks(response):
                         for event in translator.feed(chunk):
                             started = True
@@ -127,6 +152,17 @@ class OpenAIProvider:
                     for event in translator.finish():
                         yield event
                     return
+                if not started and not legacy and _refuses_max_completion_tokens(error):
+                    # An older server: ask again at once with the old name (not a retry of
+                    # a failure, so it costs no attempt), and keep asking it that way.
+                    legacy = True
+                    _SERVERS_WANTING_MAX_TOKENS.add(server)
+                    logger.warning(
+                        "The model server at %s does not know %s; sending max_tokens instead",
+                        server,
+                        _LIMIT_PARAMETER,
+                    )
+                    continue
                 if started or attempt >= self.max_retries or not _is_retryable(error):
                     raise _provider_error(error, started=started, timeout=self.timeout) from error
                 delay = self._retry_delay(attempt, error)
@@ -136,15 +172,27 @@ class OpenAIProvider:
                 await asyncio.sleep(delay)
 
     def _open(
-        self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: GenerationSettings,
+        legacy: bool,
     ) -> AbstractAsyncContextManager[openai.AsyncAPIResponse[Any]]:
         # Entering sends the request: status errors and connect/header timeouts are raised
         # there as usual. The body is left unread for `read_chunks`; leaving closes it.
         # Messages and tools are already in OpenAI's wire format; the casts only name that.
+        # `legacy`: the server only knows the token limit as `max_tokens`.
+        limit = generation.max_output_tokens
+        temperature = generation.temperature
         return self.client.chat.completions.with_streaming_response.create(
             model=model,
             messages=cast(list[ChatCompletionMessageParam], messages),
             tools=cast(list[ChatCompletionToolUnionParam], tools) if tools else openai.omit,
+            max_completion_tokens=openai.omit if legacy else limit,
+            max_tokens=limit if legacy else openai.omit,
+            # Sent only when chosen: otherwise the model's own default applies.
+            temperature=openai.omit if temperature is None else temperature,
             stream=True,
             stream_options={"include_usage": True},
         )
@@ -235,6 +283,14 @@ def _provider_error(error: openai.APIError, *, started: bool, timeout: float) ->
         )
     where = f"HTTP {status}" if status is not None else "during the reply"
     return ProviderError("provider_error", f"The model server failed ({where}). {detail}".strip())
+
+
+def _refuses_max_completion_tokens(error: openai.APIError) -> bool:
+    """The server refused the request because it does not know `max_completion_tokens`."""
+    if not isinstance(error, openai.APIStatusError) or error.status_code not in (400, 422):
+        return False
+    text = f"{error.code or ''} {error.param or ''} {_upstream_message(error)}".lower()
+    return _LIMIT_PARAMETER in text and any(hint in text for hint in _UNKNOWN_PARAMETER_HINTS)
 
 
 def _is_context_length(error: openai.APIError) -> bool:

@@ -23,17 +23,29 @@ from openai.types.chat import ChatCompletionChunk
 from conversations.engine.llm.base import (
     Finished,
     ProviderError,
+    ProviderFields,
+    ReasoningDelta,
     StreamEvent,
     TextDelta,
     ToolCallArgumentsDelta,
     ToolCallStarted,
     UsageReported,
 )
+from conversations.engine.llm.provider_fields import FIELDS_MAX
 from conversations.validation import storable_json, storable_text
 
 logger = logging.getLogger(__name__)
 
 _USAGE_TOTALS = frozenset({"prompt_tokens", "completion_tokens", "total_tokens"})
+# The fields of a chunk and of its choice that are read into the reply (choices, usage) or
+# that only frame the stream: the same id, model and time on every chunk, OpenAI's
+# `obfuscation` (random padding that hides the length of each token). Every other field the
+# server sends is kept with the reply (ProviderFields). A delta's own extra fields are not:
+# they are pieces of a stream like its text, and the last piece alone would mislead.
+_CHUNK_FRAMING = frozenset(
+    {"id", "object", "created", "model", "choices", "usage", "error", "obfuscation"}
+)
+_CHOICE_FRAMING = frozenset({"index", "delta", "finish_reason", "logprobs"})
 _UNREADABLE = "The model server sent a reply that could not be read."
 
 
@@ -144,6 +156,11 @@ class ChunkTranslator:
     back. A new id at an index that already has a call starts a new call (some servers put
     parallel calls at one index). Usage and the finish reason are held until the end so
     `Finished` is always last, whatever order the server used.
+
+    The server's extra fields are merged as chunks arrive and announced (ProviderFields)
+    after the next chunk that carries some of the reply, or at the end: an announcement
+    alone never counts as the reply having started, so a call that breaks before its first
+    token is still retried, and a stopped reply keeps the fields it had so far.
     """
 
     def __init__(self) -> None:
@@ -152,16 +169,35 @@ class ChunkTranslator:
         self._last_index = 0
         self._usage: UsageReported | None = None
         self.finish_reason: str | None = None
+        self._reply_fields: dict[str, Any] = {}
+        self._choice_fields: dict[str, Any] = {}
+        self._fields_changed = False
 
     def feed(self, chunk: dict[str, Any] | ChatCompletionChunk) -> Iterator[StreamEvent]:
         if isinstance(chunk, ChatCompletionChunk):  # an SDK model has the same wire shape
             chunk = cast(dict[str, Any], chunk.to_dict())
+        self._merge(self._reply_fields, chunk, _CHUNK_FRAMING)
+        started = False
+        for event in self._events(chunk):
+            started = True
+            yield event
+        if started and self._fields_changed:
+            yield self._fields()
+
+    def _events(self, chunk: dict[str, Any]) -> Iterator[StreamEvent]:
         if isinstance(usage := chunk.get("usage"), dict):
             self._usage = _usage_event(usage)
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:  # never n > 1
                 continue
+            self._merge(self._choice_fields, choice, _CHOICE_FRAMING)
             if isinstance(delta := choice.get("delta"), dict):
+                # vLLM and DeepSeek name a reasoning model's thoughts `reasoning_content`,
+                # Ollama and OpenRouter `reasoning`; a server sending both sends the same
+                # text twice, so the first one present is read.
+                thought = _text(delta.get("reasoning_content")) or _text(delta.get("reasoning"))
+                if thought:
+                    yield ReasoningDelta(thought)
                 # A refusal is what the user should read instead.
                 for text in (_text(delta.get("content")), _text(delta.get("refusal"))):
                     if text:
@@ -178,9 +214,31 @@ class ChunkTranslator:
         if self.finish_reason is None:
             message = "The model server's reply stopped early (the stream ended unfinished)."
             raise ProviderError("connection_error", message)
+        if self._fields_changed:
+            yield self._fields()
         if self._usage is not None:
             yield self._usage
         yield Finished(self.finish_reason)
+
+    def _merge(
+        self, fields: dict[str, Any], source: dict[str, Any], framing: frozenset[str]
+    ) -> None:
+        """Later chunks win. A null means "not reported in this chunk" (OpenAI sends
+        `"usage": null` that way), so it never replaces what an earlier chunk said. Names
+        past FIELDS_MAX are not even remembered: a server making up a new name per chunk
+        costs no memory."""
+        for name, value in source.items():
+            # Runs for every chunk: the common cases (framing, unchanged) are tested first.
+            if name in framing or value is None or fields.get(name) == value:
+                continue
+            if name not in fields and len(fields) >= FIELDS_MAX:
+                continue
+            fields[name] = value
+            self._fields_changed = True
+
+    def _fields(self) -> ProviderFields:
+        self._fields_changed = False
+        return ProviderFields(reply=dict(self._reply_fields), choice=dict(self._choice_fields))
 
     def _feed_tool_call(self, piece: dict[str, Any]) -> Iterator[StreamEvent]:
         # Tolerate servers that omit `index`: continue the latest call.

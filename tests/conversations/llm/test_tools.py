@@ -1,5 +1,6 @@
 """The tool registry, tool_execute's error handling and the built-in tools."""
 
+import dataclasses
 import json
 import threading
 import time
@@ -679,6 +680,96 @@ def test_update_draft_outside_a_transaction_runs_in_a_worker_thread(conversation
     assert not result.is_error
     assert refetch(conversation).draft == "from a thread"
     assert events == [("draft.updated", {"draft": "from a thread"})]
+
+
+def seen_now(conversation: Conversation) -> int:
+    """The user's draft edits as a model call starting now would see them."""
+    return refetch(conversation).draft_edit_count
+
+
+@pytest.mark.django_db
+def test_update_draft_keeps_a_user_edit_the_model_has_not_seen(conversation):
+    context, events = recording(conversation, "c1")
+    context = dataclasses.replace(context, draft_edits_seen=seen_now(conversation))
+    # The user saves while the model is still working on its reply.
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+
+    result = run("update_draft", {"draft": "model's text"}, context=context)
+
+    assert result.is_error
+    assert result.output == (
+        "update_draft failed: the user edited the draft while you were working, and their "
+        "edit wins: your text was not saved. If the draft still needs changing, call "
+        "update_draft again with the complete text, keeping their changes. The draft now "
+        'reads: "user\'s text"'
+    )
+    stored = refetch(conversation)
+    # Untouched: the next turn still tells the model about the edit.
+    assert (stored.draft, stored.draft_edited, stored.draft_call_id) == ("user's text", True, "")
+    assert events == []
+
+
+@pytest.mark.django_db
+def test_update_draft_writes_once_the_model_has_seen_the_users_edit(conversation):
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+    context, events = recording(conversation, "c2")
+    context = dataclasses.replace(context, draft_edits_seen=seen_now(conversation))
+
+    result = run("update_draft", {"draft": "user's text, merged"}, context=context)
+
+    assert result.output == "Draft updated (19 characters)."
+    stored = refetch(conversation)
+    assert (stored.draft, stored.draft_edited) == ("user's text, merged", False)
+    assert events == [("draft.updated", {"draft": "user's text, merged"})]
+
+
+@pytest.mark.django_db
+def test_update_draft_that_agrees_with_the_users_unseen_edit_is_no_conflict(conversation):
+    context, _ = recording(conversation, "c1")
+    context = dataclasses.replace(context, draft_edits_seen=seen_now(conversation))
+    services.conversation_draft_update(conversation=conversation, draft="same words")
+
+    result = run("update_draft", {"draft": "same words"}, context=context)
+
+    assert not result.is_error
+    assert "nothing changed" in result.output
+    assert refetch(conversation).draft_edited  # still news for the next turn
+
+
+@pytest.mark.django_db
+def test_the_assistants_own_writes_never_block_its_next_one(conversation):
+    # Two update_draft calls in one reply: the first write is the model's, not the user's.
+    seen = seen_now(conversation)
+    for call_id, text in [("c1", "first"), ("c2", "second")]:
+        context, _ = recording(conversation, call_id)
+        result = run(
+            "update_draft",
+            {"draft": text},
+            context=dataclasses.replace(context, draft_edits_seen=seen),
+        )
+        assert not result.is_error
+    assert refetch(conversation).draft == "second"
+
+
+@pytest.mark.django_db
+def test_a_resumed_update_draft_that_already_wrote_is_done_despite_a_later_edit(conversation):
+    context, events = recording(conversation, "c1")
+    context = dataclasses.replace(context, draft_edits_seen=seen_now(conversation))
+    run("update_draft", {"draft": "model's text"}, context=context)
+    # The worker died before storing the result; the user edits the draft meanwhile.
+    services.conversation_draft_update(conversation=conversation, draft="user's text")
+    events.clear()
+
+    result = run(
+        "update_draft",
+        {"draft": "model's text"},
+        context=dataclasses.replace(context, is_resume=True),
+    )
+
+    # The call did its work the first time: no error for the model, no write now.
+    assert result == ToolResult(output="Draft updated (12 characters).", is_error=False)
+    assert refetch(conversation).draft == "user's text"
+    assert events == [("draft.updated", {"draft": "user's text"})]
 
 
 # --- search_conversations ---------------------------------------------------------------

@@ -1,10 +1,12 @@
 // The REST API as the page uses it: session cookie + CSRF header, JSON errors as ApiError.
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  // `details` as the API sent them, e.g. {problems: [{path: "$.temperature", message}]}.
+  constructor(status, code, message, details = null) {
     super(message);
     this.status = status;
     this.code = code;
+    this.details = details;
   }
 }
 
@@ -43,6 +45,7 @@ export async function api(path, { method = "GET", body } = {}) {
       response.status,
       error.code || `http_${response.status}`,
       error.message || `The server answered ${response.status}.`,
+      error.details || null,
     );
   }
   return data;

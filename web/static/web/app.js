@@ -228,6 +228,9 @@ function handleRunEvent(event) {
     case "message.delta":
       transcript.streamDelta(event.message_id, event.delta);
       break;
+    case "reasoning.delta":
+      transcript.reasoningDelta(event.message_id, event.delta);
+      break;
     case "tool_call.created":
       transcript.toolCard(event.message_id, event.call_id, event.name);
       break;
@@ -262,7 +265,9 @@ function runEnded(event) {
   } else if (event.type === "run.cancelled") {
     transcript.note("Stopped.", "info");
   } else if (event.type === "run.incomplete") {
-    transcript.note("Parley stopped after too many tool calls in one reply.", "info");
+    // The run says why it stopped early: the reply's token limit or too many tool rounds.
+    const reason = run.error ? run.error.message : "Parley stopped after too many tool calls in one reply.";
+    transcript.note(reason, "incomplete");
   }
   if (state.activeRun && state.activeRun.id === event.run_id) setActiveRun(null);
 }

@@ -1,7 +1,43 @@
-// Per-conversation settings in a dialog: system prompt, model, enabled tools.
+// Per-conversation settings in a dialog: system prompt, model, generation settings
+// (temperature, max output tokens), enabled tools.
 import { api } from "./api.js";
 
 let toolsCache = null;
+
+// The fields a problem's path can name, by the top-level key of the API's body.
+const FIELD_LABELS = {
+  system_prompt: "System prompt",
+  model: "Model",
+  temperature: "Temperature",
+  max_output_tokens: "Max output tokens",
+  tools: "Tools",
+};
+
+function pageConfig() {
+  return JSON.parse(document.getElementById("parley-config").textContent);
+}
+
+// An empty field means the server's default, sent as null; anything else goes to the
+// server as a number, which judges its range and answers what is wrong.
+function numberOrNull(input) {
+  const text = input.value.trim();
+  return text === "" ? null : Number(text);
+}
+
+// The API's 400 as one sentence per field ("Temperature: must be between 0 and 2"), the
+// fields concerned marked invalid.
+function showProblems(problem, error, inputs) {
+  const problems = (problem.details && problem.details.problems) || [];
+  const lines = [];
+  for (const { path, message } of problems) {
+    const key = (/^\$\.(\w+)/.exec(path) || [])[1];
+    if (inputs[key]) inputs[key].setAttribute("aria-invalid", "true");
+    lines.push(`${FIELD_LABELS[key] || path}: ${message}.`);
+  }
+  error.textContent = lines.length ? lines.join(" ") : problem.message;
+  const first = Object.values(inputs).find((input) => input.getAttribute("aria-invalid") === "true");
+  if (first) first.focus();
+}
 
 export async function editSettings(conversation) {
   const dialog = document.getElementById("settings-dialog");
@@ -9,7 +45,11 @@ export async function editSettings(conversation) {
   const model = document.getElementById("settings-model");
   const box = document.getElementById("settings-tools");
   const error = document.getElementById("settings-error");
+  const temperature = document.getElementById("settings-temperature");
+  const maxTokens = document.getElementById("settings-max-output-tokens");
+  const inputs = { system_prompt: prompt, model, temperature, max_output_tokens: maxTokens };
   error.textContent = "";
+  for (const input of Object.values(inputs)) input.removeAttribute("aria-invalid");
   if (!toolsCache) toolsCache = (await api("tools/")).results;
   box.querySelectorAll("label").forEach((label) => label.remove());
   for (const tool of toolsCache) {
@@ -29,6 +69,13 @@ export async function editSettings(conversation) {
   }
   prompt.value = conversation.system_prompt;
   model.value = conversation.model;
+  const config = pageConfig();
+  temperature.value = conversation.temperature ?? "";
+  const defaultTemperature = config.defaultTemperature ?? "the model's own";
+  temperature.placeholder = `Default: ${defaultTemperature}`;
+  maxTokens.value = conversation.max_output_tokens ?? "";
+  maxTokens.placeholder = `Default: ${config.defaultMaxOutputTokens}`;
+  maxTokens.max = config.maxOutputTokensCap;
   dialog.showModal();
   return new Promise((resolve) => {
     const form = document.getElementById("settings-form");
@@ -36,16 +83,32 @@ export async function editSettings(conversation) {
       if (event.submitter && event.submitter.value !== "save") return;
       event.preventDefault();
       const tools = [...box.querySelectorAll("input:checked")].map((input) => input.value);
+      error.textContent = "";
+      for (const input of Object.values(inputs)) input.removeAttribute("aria-invalid");
+      // What the browser could not read as a number never reaches the server.
+      const unreadable = [temperature, maxTokens].find((input) => input.validity.badInput);
+      if (unreadable) {
+        unreadable.setAttribute("aria-invalid", "true");
+        error.textContent = `${unreadable.labels[0].textContent}: must be a number.`;
+        unreadable.focus();
+        return;
+      }
       try {
         const updated = await api(`conversations/${conversation.id}/`, {
           method: "PATCH",
-          body: { system_prompt: prompt.value, model: model.value, tools },
+          body: {
+            system_prompt: prompt.value,
+            model: model.value,
+            temperature: numberOrNull(temperature),
+            max_output_tokens: numberOrNull(maxTokens),
+            tools,
+          },
         });
         form.removeEventListener("submit", onSubmit);
         dialog.close();
         resolve(updated);
       } catch (problem) {
-        error.textContent = problem.message;
+        showProblems(problem, error, inputs);
       }
     };
     form.addEventListener("submit", onSubmit);

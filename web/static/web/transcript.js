@@ -40,6 +40,7 @@ export class Transcript {
     }
     element.dataset.seq = message.seq || "";
     if (message.role === "assistant") {
+      this.storedThoughts(element, message);
       const stream = this.streams.get(message.id);
       if (stream) {
         // Let the smooth reveal finish on the stored text, which is the truth.
@@ -51,6 +52,9 @@ export class Transcript {
       }
       if (message.provider_payload && message.provider_payload.finish_reason === "cancelled") {
         element.classList.add("stopped");
+      }
+      if (message.provider_payload && message.provider_payload.finish_reason === "length") {
+        this.markCutShort(element);
       }
       for (const call of message.tool_calls || []) {
         this.toolCard(message.id, call.id, call.name);
@@ -146,16 +150,79 @@ export class Transcript {
     }
     element.classList.add("streaming");
     // A retried step announces the same message again: its text starts afresh.
-    const stream = { element, target: "", shown: 0, done: false };
+    const stream = { element, target: "", shown: 0, done: false, thinkingSince: null };
     this.streams.set(messageId, stream);
     element.querySelector(".content").innerHTML = "";
+    const thoughts = element.querySelector("details.reasoning");
+    if (thoughts) thoughts.remove();
     return element;
   }
 
   streamDelta(messageId, delta) {
     if (!this.streams.has(messageId)) this.streamStart(messageId);
-    this.streams.get(messageId).target += delta;
+    const stream = this.streams.get(messageId);
+    if (stream.thinkingSince !== null) {
+      // The answer has begun: the thinking is over. The stored message brings the
+      // server's own measure when it is saved.
+      this.thoughtsLabel(stream.element, performance.now() - stream.thinkingSince);
+      stream.thinkingSince = null;
+    }
+    stream.target += delta;
     this.tick();
+  }
+
+  // --- a reasoning model's thoughts --------------------------------------------------------
+  // Collapsed above the answer: "Thinking…" while the model thinks (so a long pause before
+  // the answer reads as thinking, not as a stalled reply), then "Thought for 4 s". Opening
+  // it shows the thoughts, live as they stream and from the stored message after a reload.
+  // Plain text, never rendered as markup.
+
+  reasoningDelta(messageId, delta) {
+    if (!this.streams.has(messageId)) this.streamStart(messageId);
+    const stream = this.streams.get(messageId);
+    const box = this.thoughts(stream.element);
+    if (stream.thinkingSince === null && !box.dataset.done) {
+      stream.thinkingSince = performance.now();
+      box.classList.add("thinking");
+      box.querySelector("summary").textContent = "Thinking…";
+    }
+    const stick = this.nearBottom();
+    box.querySelector(".reasoning-text").textContent += delta;
+    if (stick) this.scrollToBottom();
+  }
+
+  storedThoughts(element, message) {
+    const existing = element.querySelector("details.reasoning");
+    if (!message.reasoning) {
+      if (existing) existing.remove();
+      return;
+    }
+    const box = existing || this.thoughts(element);
+    box.querySelector(".reasoning-text").textContent = message.reasoning; // the truth
+    this.thoughtsLabel(element, message.reasoning_ms);
+  }
+
+  thoughts(element) {
+    let box = element.querySelector("details.reasoning");
+    if (!box) {
+      box = document.createElement("details");
+      box.className = "reasoning";
+      const summary = document.createElement("summary");
+      const text = document.createElement("div");
+      text.className = "reasoning-text";
+      box.append(summary, text);
+      element.querySelector(".content").before(box);
+    }
+    return box;
+  }
+
+  thoughtsLabel(element, ms) {
+    const box = this.thoughts(element);
+    box.classList.remove("thinking");
+    box.dataset.done = "true";
+    const seconds = typeof ms === "number" ? Math.max(1, Math.round(ms / 1000)) : null;
+    box.querySelector("summary").textContent =
+      seconds === null ? "Thought before answering" : `Thought for ${seconds} s`;
   }
 
   // The run ended without storing this message (failure): keep the text, say so.
@@ -271,6 +338,17 @@ export class Transcript {
     card.dataset.state = isError ? "error" : "done";
     card.querySelector(".tool-state").textContent = isError ? "failed" : "done";
     card.querySelector(".tool-result").textContent = output;
+  }
+
+  // A reply that reached its token limit says so on itself, also after a reload (the run's
+  // own note, with the limit, is shown only live).
+  markCutShort(element) {
+    element.classList.add("cut-short");
+    if (element.querySelector(".reply-note")) return;
+    const note = document.createElement("p");
+    note.className = "reply-note small";
+    note.textContent = "Cut short: this reply reached its output token limit.";
+    element.append(note);
   }
 
   // --- small notes (draft changes by the assistant, run outcomes) ----------------------------
