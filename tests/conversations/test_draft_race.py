@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from conversations import engine
 from conversations.background_loop import loop_run
-from conversations.engine import dispatch, eventlog, provider_get, runner
+from conversations.engine import eventlog, provider_get, runner
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import FakeOpenAI, Script
 
@@ -40,14 +40,6 @@ def model(settings, fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
     yield fake_openai
     # Its HTTP session lives on the loop replies stream on; closed there.
     loop_run(provider_get().aclose())  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def enqueued(monkeypatch) -> list[str]:
-    """Steps the runner asks for, instead of sending them to a broker: tests run them."""
-    queue: list[str] = []
-    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
-    return queue
 
 
 def rest_edit(conversation: Conversation, text: str) -> None:

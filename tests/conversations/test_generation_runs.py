@@ -6,40 +6,20 @@ what was written; the model input is logged with its text only when the operator
 """
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from accounts.models import User
 from conversations import engine, services
-from conversations.background_loop import loop_run
-from conversations.engine import dispatch, eventlog, runner, stateless
+from conversations.engine import eventlog, runner
 from conversations.engine.llm.demo import DemoProvider
-from conversations.engine.llm.openai_provider import OpenAIProvider
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import FakeOpenAI, Script
+from tests.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TEN_TOKENS = ["Once ", "upon ", "a ", "time ", "there ", "was ", "a ", "very ", "long ", "story."]
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Steps the runner asks for, run by the test instead of a broker."""
-    queue: list[str] = []
-    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
-    return queue
-
-
-@pytest.fixture
-def upstream(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    provider = OpenAIProvider(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
-    monkeypatch.setattr(runner, "provider_get", lambda: provider)
-    monkeypatch.setattr(stateless, "provider_get", lambda: provider)
-    yield fake_openai
-    loop_run(provider.aclose())  # its connections live on the worker's streaming loop
 
 
 def reply_to(conversation: Conversation, content: str = "Tell me a story") -> Run:

@@ -8,18 +8,15 @@ to the model and never into a fine-tuning line.
 
 import json
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from django.test import Client
 
 from conversations import engine
-from conversations.background_loop import loop_run
-from conversations.engine import dispatch, eventlog, runner, stateless
-from conversations.engine.llm.openai_provider import OpenAIProvider
+from conversations.engine import eventlog, runner, stateless
 from conversations.formats.exchange import export_jsonl_lines
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import FakeOpenAI, Script
+from tests.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,22 +24,6 @@ THOUGHTS = ["The user ", "greets me; ", "a short ", "greeting ", "back fits."]
 THOUGHT = "".join(THOUGHTS)
 ANSWER = ["Hello ", "to you ", "too!"]
 TIMINGS = {"prompt_n": 12, "predicted_n": 8, "predicted_per_second": 40.5}
-
-
-@pytest.fixture
-def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    queue: list[str] = []
-    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
-    return queue
-
-
-@pytest.fixture
-def upstream(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    provider = OpenAIProvider(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
-    monkeypatch.setattr(runner, "provider_get", lambda: provider)
-    monkeypatch.setattr(stateless, "provider_get", lambda: provider)
-    yield fake_openai
-    loop_run(provider.aclose())  # its connections live on the worker's streaming loop
 
 
 def reply_to(conversation: Conversation, content: str = "Hi there") -> Run:

@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations import engine, services, tools
-from conversations.engine import dispatch, eventlog, runner, watchdog
+from conversations.engine import eventlog, runner, watchdog
 from conversations.engine.cancel import cancel_flag_key
 from conversations.engine.llm.base import (
     Finished,
@@ -54,14 +54,6 @@ class ScriptedProvider:
             yield TextDelta(word + " ")
         yield UsageReported(prompt_tokens=10, completion_tokens=5, total_tokens=15)
         yield Finished("stop")
-
-
-@pytest.fixture
-def enqueued(monkeypatch) -> list[str]:
-    """Steps the runner asks for, instead of sending them to a broker: tests run them."""
-    queue: list[str] = []
-    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
-    return queue
 
 
 def provide(monkeypatch, provider: ScriptedProvider) -> ScriptedProvider:

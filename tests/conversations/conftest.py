@@ -1,0 +1,28 @@
+"""Fixtures for running a run's steps inside the test process."""
+
+from collections.abc import Iterator
+
+import pytest
+
+from conversations.background_loop import loop_run
+from conversations.engine import dispatch, runner, stateless
+from conversations.engine.llm.openai_provider import OpenAIProvider
+from tests.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Steps the runner asks for, instead of sending them to a broker: tests run them."""
+    queue: list[str] = []
+    monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id, countdown=0: queue.append(run_id))
+    return queue
+
+
+@pytest.fixture
+def upstream(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """The runner and the stateless chat talk to the fake upstream through the real SDK."""
+    provider = OpenAIProvider(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
+    monkeypatch.setattr(runner, "provider_get", lambda: provider)
+    monkeypatch.setattr(stateless, "provider_get", lambda: provider)
+    yield fake_openai
+    loop_run(provider.aclose())  # its connections live on the worker's streaming loop
