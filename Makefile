@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
+# Where `make run`'s web and worker processes keep their metrics, which /metrics adds up.
+PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/var/metrics
 
 .PHONY: install run test lint imports typecheck migrations-check pytest browser bench clean
 
@@ -21,6 +23,9 @@ install: $(VENV)/.installed
 # Without REDIS_URL an embedded Valkey joins the processes; Ctrl-C stops them all.
 # honcho hands each process its own PORT, so the web port travels as PARLEY_PORT.
 run: install
+	@# Beat keeps its schedule in var/ (or PARLEY_BEAT_SCHEDULE), which a fresh clone lacks
+	@# when neither SQLite nor the embedded Valkey made it.
+	@mkdir -p var "$$(dirname "$${PARLEY_BEAT_SCHEDULE:-var/celerybeat-schedule}")"
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py ensure_demo_user
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
@@ -29,6 +34,10 @@ run: install
 	@echo "  Log in as: $${PARLEY_DEMO_USERNAME:-demo} / $${PARLEY_DEMO_PASSWORD:-demo}"
 	@echo "  Admin: http://$(HOST):$(PORT)/admin/"
 	@echo ""
+	@# Each process counts into its own files there; emptied at each start, so the counts
+	@# begin again with the processes instead of adding up the last run's.
+	@mkdir -p "$(PROMETHEUS_MULTIPROC_DIR)" && rm -f "$(PROMETHEUS_MULTIPROC_DIR)"/*.db
+	PROMETHEUS_MULTIPROC_DIR="$(PROMETHEUS_MULTIPROC_DIR)" \
 	PARLEY_HOST=$(HOST) PARLEY_PORT=$(PORT) $(BIN)/honcho start -f Procfile \
 		$$( [ -z "$$REDIS_URL" ] && echo valkey ) web worker beat
 

@@ -3,10 +3,13 @@
 Seeds 100,000 conversations owned by 1,000 users, with 1,000,000 messages, using COPY:
 100 "long" conversations of 10,000 messages each (user turns, assistant replies with
 token usage, tool calls and results, one completed run per user turn) and 99,900
-conversations holding only metadata, with activity spread over 90 days. Then, through the
-real admin (Django's test client, signed in as a superuser, DEBUG off), it measures:
+conversations holding only metadata, with activity spread over 90 days. COPY bypasses the
+services, so the usage rollup is then filled the way the migration fills it (timed). Then,
+through the real admin (Django's test client, signed in as a superuser, DEBUG off), it
+measures:
 
 - the conversation changelist: default page, a deep page, a filter, searches (p50, p90);
+- the usage dashboard over the last 30 days, read from the rollup;
 - the transcript's first page of a 10,000-message conversation (each view is audited);
 - the JSONL export action over the 100 long conversations (1,000,000 messages), run in
   a child process so its peak RSS is its own: messages/s and peak RSS;
@@ -47,7 +50,7 @@ from tqdm import tqdm  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from conversations import services  # noqa: E402
-from conversations.models import AuditEvent, Conversation, Message, Run  # noqa: E402
+from conversations.models import AuditEvent, Conversation, Message, Run, UsageDay  # noqa: E402
 
 USERS = 1_000
 CONVERSATIONS = 100_000
@@ -61,6 +64,8 @@ TARGETS = {
     "export_messages_per_s": 50_000.0,
     "export_peak_rss_mb": 200.0,
     "delete_s": 5.0,
+    "usage_p50_ms": 300.0,
+    "search_p50_ms": 300.0,
 }
 CHANGELIST = reverse("admin:conversations_conversation_changelist")
 WORDS = [
@@ -262,6 +267,18 @@ def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list
     return root, long_ids
 
 
+def usage_fill() -> float:
+    """COPY bypasses the services, so the usage rollup is filled as the migration fills it
+    on an existing database; returns the seconds that took."""
+    started = time.perf_counter()
+    with tqdm(total=Conversation.objects.count(), desc="usage rollup", unit="conv") as bar:
+        services.usage_rebuild(progress=bar.update)
+    seconds = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(UsageDay._meta.db_table)}")
+    return seconds
+
+
 # --- measurements ----------------------------------------------------------------------
 
 
@@ -361,6 +378,7 @@ def run(args: argparse.Namespace, prefix: str) -> None:
     seed_s = time.perf_counter() - started
     messages = args.long * args.long_messages
     print(f"seeded {args.conversations:,} conversations, {messages:,} messages in {seed_s:.0f} s")
+    fill_s = usage_fill()
 
     client = Client(HTTP_HOST="localhost")
     client.force_login(root)
@@ -427,6 +445,7 @@ def run(args: argparse.Namespace, prefix: str) -> None:
         f"| delete {args.long} conversations of {args.long_messages:,} messages "
         f"| {delete_s:.2f} s |"
     )
+    print(f"| usage rollup filled from {messages:,} messages (rebuild_usage) | {fill_s:.1f} s |")
     print()
     first = lists["changelist, first page"]
     checks = [
@@ -440,6 +459,14 @@ def run(args: argparse.Namespace, prefix: str) -> None:
             <= TARGETS["transcript_p50_ms"],
         ),
     ]
+    for name in (
+        "usage dashboard (30 days)",
+        "changelist, search owner",
+        "changelist, search title word",
+    ):
+        limit = TARGETS["usage_p50_ms" if name.startswith("usage") else "search_p50_ms"]
+        value = p50(lists[name])
+        checks.append((f"{name} p50", value, limit, "ms", value <= limit))
     for name, value, limit, unit, ok in checks:
         print(f"{name}: {value:.1f} {unit} (target <= {limit:g} {unit}) {verdict(ok)}")
     print(
@@ -466,6 +493,8 @@ def cleanup(prefix: str) -> None:
     ids = list(users.values_list("pk", flat=True))
     services.conversations_delete(actor=None, queryset=Conversation.objects.filter(owner__in=ids))
     AuditEvent.objects.filter(owner_id__in=ids).delete()
+    # A deleted account's usage stays in the daily totals; the benchmark's must not.
+    UsageDay.objects.filter(owner_id__in=ids).delete()
     users.delete()
 
 

@@ -79,12 +79,14 @@ def owner_delete(owner: "User") -> None:
     """Delete a bench user (its API keys go with it), its conversations and its runs'
     event logs."""
     from conversations.engine import eventlog
-    from conversations.models import Conversation, Run
+    from conversations.models import Conversation, Run, UsageDay
 
     run_ids = list(Run.objects.filter(conversation__owner=owner).values_list("pk", flat=True))
     keys = [eventlog.stream_key(pk) for pk in run_ids]
     for start in range(0, len(keys), 500):
         eventlog.redis_client().delete(*keys[start : start + 500])
     Conversation.objects.filter(owner=owner).delete()
+    # A deleted account's usage stays in the dashboard's daily totals; a benchmark's must not.
+    UsageDay.objects.filter(owner=owner).delete()
     owner.delete()
     progress(f"cleaned up user {owner.username}, its conversations and {len(keys)} run logs")

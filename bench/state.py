@@ -36,7 +36,7 @@ from django.test.utils import CaptureQueriesContext, override_settings  # noqa: 
 
 from accounts.models import User  # noqa: E402
 from conversations import selectors, services  # noqa: E402
-from conversations.models import Conversation, Message, Run  # noqa: E402
+from conversations.models import Conversation, Message, Run, UsageDay  # noqa: E402
 
 TARGET_RATIO = 1.5
 TARGET_DELETE_SECONDS = 2.0
@@ -280,6 +280,8 @@ def main() -> int:
         run(owner, args.sizes, args.repeats)
     finally:
         Conversation.objects.filter(owner=owner).delete()
+        # A deleted account's usage stays in the dashboard's daily totals; this one's must not.
+        UsageDay.objects.filter(owner=owner).delete()
         owner.delete()
         print(f"\ncleaned up user {owner.username} and its conversations")
     return 0

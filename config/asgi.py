@@ -15,6 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from accounts.websocket import WebsocketAuthMiddleware  # noqa: E402
+from config.request_id import websocket_log_ids  # noqa: E402
 from conversations.consumers import ConversationConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -25,7 +26,7 @@ application = ProtocolTypeRouter(
                 [
                     path(
                         "ws/conversations/<uuid:conversation_id>/",
-                        ConversationConsumer.as_asgi(),
+                        websocket_log_ids(ConversationConsumer.as_asgi()),
                     ),
                 ]
             )

@@ -6,6 +6,7 @@ from drf_spectacular.views import (
     SpectacularSwaggerSplitView,
 )
 
+from config import ops
 from conversations.api.errors import api_not_found, read_only
 from web.forms import AdminLoginForm
 from web.urls import auth_urlpatterns
@@ -15,6 +16,10 @@ from web.views.accounts import admin_password_change, login_lock_status
 admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
+    # For probes and scrapers (config/ops.py): no log-in; /metrics has its own access rule.
+    path("healthz", ops.healthz, name="healthz"),
+    path("readyz", ops.readyz, name="readyz"),
+    path("metrics", ops.metrics, name="metrics"),
     # Before the admin's own: a locked log-in answers 429, as the web log-in does.
     path("admin/login/", login_lock_status(admin.site.login)),
     path(

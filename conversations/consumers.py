@@ -32,7 +32,7 @@ from accounts.sockets import (
 )
 from accounts.websocket import scope_credential
 from config.async_db import db_call
-from conversations import notifications, selectors, services
+from conversations import metrics, notifications, selectors, services
 from conversations.engine import eventlog, run_cancel, run_start
 from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
@@ -81,6 +81,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         # Accept first: close codes (4401/4404) only exist on an open socket.
         await self.accept()
+        metrics.websocket_opened()  # every accepted socket gets its disconnect() below
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -124,6 +125,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             self._follow(str(active.pk), after=None)
 
     async def disconnect(self, code: int) -> None:
+        metrics.websocket_closed()
         if self.credential_watch is not None:
             self.credential_watch.cancel()
         await self._unfollow()
@@ -314,7 +316,12 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             if self.following != run_id:
                 # Started from another tab or the API: show it here too.
                 self._follow(run_id, after=None)
-        elif body["type"] == notifications.DELETED:
+        elif body["type"] == notifications.MANY_DELETED:
+            # To all the owner's sockets; one on a deleted conversation also ends, as before.
+            own = str(self.conversation.pk) if self.conversation else ""
+            if own not in body["conversation_ids"]:
+                return
+            await self.send_json({"type": notifications.DELETED, "conversation_id": own})
             # Gone with its owner's account: the credential ended first, as a client sees it.
             if not await _credential_valid(self.credential):
                 await self._close_unauthenticated()

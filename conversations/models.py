@@ -330,3 +330,40 @@ class DailyMessageCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} {self.day}: {self.messages}"
+
+
+class UsageDay(models.Model):
+    """One conversation's own usage on one UTC day: the rows the usage dashboard adds up.
+
+    Kept current in the transaction that stores the messages (services/usage.py), so the
+    dashboard reads a few rows per conversation and day instead of every message. One row
+    per conversation rather than per user, so "conversations active" over a range stays a
+    count of distinct conversations. Copies (imports, forks) never count: they were spent
+    elsewhere.
+
+    The dashboard reports spend that happened, so deleting what caused it does not take it
+    back: the conversation is a plain id (no foreign key: its deletion leaves the row), and
+    a deleted account's rows lose their owner but keep counting in the daily totals.
+    """
+
+    day = models.DateField()
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    conversation_id = models.UUIDField()
+    messages = models.PositiveIntegerField(default=0)
+    user_messages = models.PositiveIntegerField(default=0)
+    # The providers' reported counts, each kept apart: prompt and completion tokens are
+    # priced differently, and once a conversation is deleted the split cannot be read back.
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    total_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # Also the index the dashboard's date range reads.
+            models.UniqueConstraint(fields=["day", "conversation_id"], name="usage_day_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.conversation_id}: {self.messages}"

@@ -1,12 +1,14 @@
 """Conversation notifications: what a second tab needs to stay in sync.
 
 Sent to the Channels group `conversation.<id>` after the transaction commits (a rolled
-back change is never announced). Delivery is best effort: a tab that missed one reloads
+back change is never announced); deletions go to the owner's group instead, one message
+for many conversations. Delivery is best effort: a tab that missed one reloads
 state over the API, so a broken channel layer is logged, never raised into a write.
 """
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +16,7 @@ from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from accounts.sockets import user_sockets_group
 from conversations.background_loop import loop_submit
 
 log = logging.getLogger(__name__)
@@ -25,7 +28,10 @@ RUN_STARTED = "conversation.run_started"
 RUN_ENDED = "conversation.run_ended"
 UPDATED = "conversation.updated"
 DRAFT_CHANGED = "conversation.draft_updated"
+# What a socket on a deleted conversation tells its client (see deleted_notify).
 DELETED = "conversation.deleted"
+# What every socket of the owner hears of a deletion: the ids of the conversations gone.
+MANY_DELETED = "conversations.deleted"
 
 
 def group_name(conversation_id: UUID | str) -> str:
@@ -36,6 +42,18 @@ def notify(conversation_id: UUID | str, kind: str, **payload: Any) -> None:
     """Announce `kind` to the conversation's sockets once the current transaction commits."""
     body = {"type": kind, "conversation_id": str(conversation_id), **payload}
     transaction.on_commit(lambda: _send(group_name(conversation_id), body))
+
+
+def deleted_notify(owner_id: int, conversation_ids: Sequence[UUID | str]) -> None:
+    """Announce, once the current transaction commits, that these conversations of one
+    owner are gone: one message to the owner's sockets (every socket joins its user's
+    group, accounts.sockets), not one per conversation, so a bulk delete of thousands
+    sends a handful. Each socket picks out its own conversation from the list and closes;
+    the others pass the list on, so every open tab can drop those conversations."""
+    if not conversation_ids:
+        return
+    body = {"type": MANY_DELETED, "conversation_ids": [str(pk) for pk in conversation_ids]}
+    transaction.on_commit(lambda: _send(user_sockets_group(owner_id), body))
 
 
 def _send(group: str, body: dict[str, Any]) -> None:

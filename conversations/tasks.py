@@ -1,14 +1,42 @@
 """Celery tasks: thin wrappers over the engine. Their names are fixed (the engine enqueues
 steps by name, and steps queued before a deploy must still route after it)."""
 
-from celery import shared_task
+from contextvars import Token
+from typing import Any
 
+from celery import Task, shared_task
+from celery.signals import task_postrun, task_prerun
+
+from config.log_context import log_ids_bind, log_ids_reset, task_request_id
 from conversations import engine, services
 
 
 @shared_task(name="conversations.tasks.run_step")
 def run_step(run_id: str) -> None:
     engine.run_step(run_id)
+
+
+# For the whole of a step, Celery's own line saying it succeeded included, the lines logged
+# name its run and the request that started the run, sent in the message's headers
+# (engine/dispatch.py); the next step this one enqueues carries that request id on.
+_step_ids: dict[str, Token[Any]] = {}
+
+
+@task_prerun.connect
+def _step_ids_bind(
+    task_id: str, task: Task, args: tuple[Any, ...], kwargs: dict[str, Any], **_: object
+) -> None:
+    if task.name == run_step.name:
+        run_id = args[0] if args else kwargs.get("run_id")
+        request_id = task_request_id(task.request)
+        _step_ids[task_id] = log_ids_bind(request_id=request_id, run_id=run_id)
+
+
+@task_postrun.connect
+def _step_ids_reset(task_id: str, **_: object) -> None:
+    token = _step_ids.pop(task_id, None)
+    if token is not None:
+        log_ids_reset(token)
 
 
 @shared_task(name="conversations.tasks.runs_watchdog")

@@ -67,6 +67,11 @@ class Script:
     retry_after: float | None = None  # Retry-After header on an error response
     cut_after_chunks: int | None = None  # drop the connection after N chunks, no [DONE]
     error_event_after_chunks: int | None = None  # an in-stream {"error": ...} event
+    # After N chunks: send nothing for `stall_seconds` (longer than the client's timeout),
+    # or a chunk that is not JSON.
+    stall_after_chunks: int | None = None
+    stall_seconds: float = 0.0
+    garbage_after_chunks: int | None = None
     include_usage: bool = True  # send the usage chunk when the request asks for it
     usage: dict[str, Any] | None = None  # overrides the estimated usage
     on_chunk: Callable[[int, float], None] | None = None  # (chunk index, perf_counter)
@@ -241,6 +246,11 @@ class _Handler(BaseHTTPRequestHandler):
             if script.cut_after_chunks is not None and index >= script.cut_after_chunks:
                 self._drop_connection()
                 return
+            if index == script.stall_after_chunks:
+                fake._sleep(script.stall_seconds)
+            if index == script.garbage_after_chunks:
+                self._send_event(record, index, "garbage", "{not json", None)
+                break
             if index == script.error_event_after_chunks:
                 message = script.error_message or _ERROR_DEFAULTS[500][0]
                 error = _error_body(message, "server_error", script.error_code)

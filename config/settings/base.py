@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from config.channel_layers import channel_layers_config
 from config.settings.env import env_bool, env_float, env_int, env_list, env_str
@@ -37,6 +38,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every answer gets its X-Request-ID, and every line logged for it that id.
+    "config.request_id.request_id_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -176,6 +179,8 @@ PARLEY_WS_CREDENTIAL_RECHECK_SECONDS = env_int("PARLEY_WS_CREDENTIAL_RECHECK_SEC
 
 # --- Celery: one task = one step of a run (conversations/engine/runner.py) ------------------
 CELERY_BROKER_URL = REDIS_URL
+# Redis, with a restart of the broker survived while steps run (see config/broker.py).
+CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "parley"
@@ -204,6 +209,14 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(env_int("PARLEY_RETENTION_PURGE_SECONDS", 3600)),
     },
 }
+
+# --- Operations: /healthz, /readyz, /metrics (config/ops.py) --------------------------------
+# Each worker writes a heartbeat to Redis this often; /readyz counts workers alive while
+# one was written within three periods (config/heartbeat.py).
+PARLEY_WORKER_HEARTBEAT_SECONDS = env_int("PARLEY_WORKER_HEARTBEAT_SECONDS", 5)
+# With a token, /metrics answers `Authorization: Bearer <token>` from any address; without
+# one, only clients on this machine, so usage numbers are never public by accident.
+PARLEY_METRICS_TOKEN = env_str("PARLEY_METRICS_TOKEN")
 
 # Throttle counters live in the cache, so they must be shared by every web process.
 CACHES = {
@@ -279,14 +292,43 @@ PARLEY_CHAT_WAIT_SECONDS = env_int("PARLEY_CHAT_WAIT_SECONDS", 60)
 PARLEY_IDEMPOTENCY_TTL_SECONDS = env_int("PARLEY_IDEMPOTENCY_TTL_SECONDS", 24 * 3600)
 PARLEY_IDEMPOTENCY_LOCK_SECONDS = env_int("PARLEY_IDEMPOTENCY_LOCK_SECONDS", 300)
 
+# --- Logs (config/log_context.py) ----------------------------------------------------------
+# Message text in logs (the model input of each call at DEBUG, exception messages, SQL
+# parameters): off unless asked for.
+PARLEY_LOG_CONTENT = env_bool("PARLEY_LOG_CONTENT", default=False)
+# "plain": one line of text per record (the default); "json": one JSON object per line, with
+# the request, user, conversation and run it belongs to where known, for log collectors.
+# The web processes, the worker and beat all log this way (config/celery.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "ids": {"()": "config.log_context.LogIdsFilter"},
+        "content": {"()": "config.log_context.ContentGuardFilter"},
+    },
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "config.log_context.JsonLinesFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["ids", "content"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # The OpenAI SDK's HTTP client logs every request at INFO.
-    "loggers": {"httpx2": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        # The OpenAI SDK's HTTP client logs every request at INFO.
+        "httpx2": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        # With DEBUG on, every SQL statement is logged at DEBUG with its parameters: the
+        # messages being stored among them.
+        **({} if PARLEY_LOG_CONTENT else {"django.db.backends": {"level": "INFO"}}),
+    },
 }
 
 # --- LLM upstream -------------------------------------------------------------------------
@@ -299,8 +341,6 @@ PARLEY_MODEL = env_str("PARLEY_MODEL", "gpt-4o-mini")
 PARLEY_MAX_OUTPUT_TOKENS = env_int("PARLEY_MAX_OUTPUT_TOKENS", 32_768)
 PARLEY_DEFAULT_MAX_OUTPUT_TOKENS = env_int("PARLEY_DEFAULT_MAX_OUTPUT_TOKENS", 4096)
 PARLEY_DEFAULT_TEMPERATURE = env_float("PARLEY_DEFAULT_TEMPERATURE")
-# Message text in logs (the model input of each call, at DEBUG): off unless asked for.
-PARLEY_LOG_CONTENT = env_bool("PARLEY_LOG_CONTENT", default=False)
 
 # --- Conversation limits ------------------------------------------------------------------
 # Model input: the newest history that fits this many estimated tokens (see context.py),

@@ -16,6 +16,10 @@ if len(SECRET_KEY) < 50:
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+# Health probes and metric scrapers reach the process itself, over plain HTTP from inside
+# the network; a redirect to https would fail them. The redirect protects nothing there:
+# a scraper's token has already been sent by the time it would be answered.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 60 * 60 * 24 * 365)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
 # Preloading is a commitment browsers keep for months: only when asked for. The deploy

@@ -18,6 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
+from config.log_context import exception_for_log
 from conversations.errors import Conflict, Problem, QuotaExceeded, ValidationFailed
 
 log = logging.getLogger(__name__)
@@ -126,8 +127,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         if auth_header:
             response["WWW-Authenticate"] = auth_header
         return response
-    # A bug: log it with its traceback and answer in the API's shape, never with HTML.
-    log.exception("unhandled error in %s", context.get("view").__class__.__name__)
+    # A bug: log it with its traceback (its message only with PARLEY_LOG_CONTENT: a database
+    # error quotes the row it refused) and answer in the API's shape, never with HTML.
+    view = context.get("view").__class__.__name__
+    log.error("unhandled error in %s", view, exc_info=exception_for_log(exc))
     return Response(error_body("server_error", "Internal server error."), status=500)
 
 

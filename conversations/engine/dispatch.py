@@ -8,9 +8,13 @@ steps queued before a deploy still route after it.
 
 from celery import current_app
 
+from config.log_context import task_headers
+
 STEP_TASK = "conversations.tasks.run_step"
 
 
 def step_enqueue(run_id: str, *, countdown: float = 0) -> None:
-    """Queue one step of the run; any worker may take it."""
-    current_app.send_task(STEP_TASK, args=(run_id,), countdown=countdown)
+    """Queue one step of the run; any worker may take it. Its headers carry the request id
+    in hand (the request that started the run, or the step before this one, which had it),
+    so that the worker's lines for the step name it too."""
+    current_app.send_task(STEP_TASK, args=(run_id,), countdown=countdown, headers=task_headers())

@@ -35,7 +35,8 @@ from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from conversations import selectors
+from config.log_context import exception_for_log, log_ids_bind, log_ids_scoped
+from conversations import metrics, selectors
 from conversations.engine import dispatch, eventlog, streaming
 from conversations.engine.cancel import cancel_flag_raised
 from conversations.engine.lease import Lease, LeaseLost, release_connection
@@ -89,7 +90,9 @@ class Step:
 # --- entry points ----------------------------------------------------------------------
 
 
+@log_ids_scoped  # the ids bound below name this step's lines, and none after it
 def run_step(run_id: str) -> None:
+    log_ids_bind(run_id=run_id)
     # A thread waits for its turn holding no pooled database connection: the threads that
     # have turns need them, and twenty waiters would take the whole pool.
     release_connection()
@@ -103,10 +106,10 @@ def run_step(run_id: str) -> None:
             _advance(step)
     except LeaseLost:
         log.warning("run %s: lease lost, leaving the run to its new owner", run_id)
-    except Exception:
+    except Exception as error:
         # Unknown trouble (database hiccup, a bug): give the lease back so the run is
         # retried soon; the attempt cap turns a persistent failure into a failed run.
-        log.exception("run %s: step crashed", run_id)
+        log.error("run %s: step crashed", run_id, exc_info=exception_for_log(error))
         step.mine().update(lease_expires_at=timezone.now(), lease_token=None)
         dispatch.step_enqueue(run_id, countdown=min(2**step.run.attempt, 30))
 
@@ -135,6 +138,7 @@ def _lease(run_id: str) -> Step | None:
     if not taken:
         return None
     run = Run.objects.select_related("conversation__owner").get(pk=run_id)
+    log_ids_bind(conversation_id=run.conversation_id, user_id=run.conversation.owner_id)
     writer = eventlog.EventWriter.open(run_id)
     if writer.next_sequence == 0:
         # The web process committed the run but never announced it.
@@ -207,6 +211,10 @@ def _call_model(step: Step) -> None:
     step.writer.emit(
         eventlog.MESSAGE_CREATED, message_id=str(message_id), role="assistant", attempt=run.attempt
     )
+    replies = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exclude(content="")
+    if run.iterations == 0 or not replies.exists():
+        # No words yet (a first call may only ask for tools): these end the user's wait.
+        step.writer.first_token_since = run.created_at.timestamp()
 
     release_connection()
     stream = streaming.ReplyStream(
@@ -230,6 +238,7 @@ def _call_model(step: Step) -> None:
             raise
     if result.error is not None:
         error = result.error
+        metrics.provider_error(error.code)
         _finish(step, Run.Status.FAILED, error={"code": error.code, "message": error.message})
         return
     reply, cancelled = result.reply, result.stopped

@@ -19,7 +19,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from accounts.models import User
-from conversations import notifications, selectors, validation
+from conversations import metrics, notifications, selectors, validation
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raise
 from conversations.errors import Conflict, Problem, ValidationFailed
@@ -76,6 +76,7 @@ def run_start(
                 client_id=client_id,
             )
             started.append(run)
+            transaction.on_commit(metrics.run_started)  # counted only if it is stored
             Message.objects.filter(pk=message.pk).update(run=run)
             message.run = run
             notifications.notify(conversation.pk, notifications.RUN_STARTED, run=run_payload(run))
@@ -211,6 +212,8 @@ def run_end_publish(
             log.warning("run %s: could not end its event log", run_id, exc_info=True)
 
     transaction.on_commit(publish)  # registered first, so it is sent first
+    status, started, ended = run.status, run.created_at, run.finished_at
+    transaction.on_commit(lambda: metrics.run_ended(status, started=started, ended=ended))
     if notify:
         notifications.notify(run.conversation_id, notifications.RUN_ENDED, run=payload)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import logging
 import threading
 import weakref
@@ -190,8 +191,11 @@ class _LiveReplies:
             if self._follower is not None:
                 self._follower.cancel()
             self._url = url
+            # Serves every reply of the process: its lines must not name the run that
+            # happened to start it, so it runs without that run's log ids.
             self._follower = asyncio.create_task(
-                cancel_requests_follow(url=url, on_request=self._stop)
+                cancel_requests_follow(url=url, on_request=self._stop),
+                context=contextvars.Context(),
             )
 
     def discard(self, reply: ReplyStream) -> None:

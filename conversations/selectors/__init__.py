@@ -25,6 +25,7 @@ from conversations.selectors.moderation import (
     usage_by_day,
     usage_by_user,
 )
+from conversations.selectors.operations import runs_active_counts
 from conversations.selectors.search import (
     HIGHLIGHT,
     SEARCH_MAX,
@@ -57,6 +58,7 @@ __all__ = [
     "run_exists",
     "run_get",
     "run_get_for_user",
+    "runs_active_counts",
     "search_hits",
     "text_snippet",
     "transcript_page",

@@ -1,13 +1,11 @@
 """Reads for the admin (moderation, usage). Callers check staff permissions first."""
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, timedelta
 
-from django.db.models import BigIntegerField, Case, Count, Q, QuerySet, Sum, Value, When
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce, TruncDate
+from django.db.models import Count, QuerySet, Sum
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, UsageDay
 
 
 @dataclass(frozen=True)
@@ -32,37 +30,12 @@ def transcript_page(*, conversation: Conversation, page: int, per_page: int) -> 
     return TranscriptPage(messages=messages, number=number, pages=pages)
 
 
-# A stored count the usage figures add up: a JSON number (the range test leaves out
-# strings, objects and arrays, which JSON orders apart from numbers) written as at most
-# 13 digits (providers' counts are capped at 2**40). Anything else (written before counts
-# were checked, or by hand) counts as not reported, so no row can make a sum fail,
-# overflow or lie wildly.
-_SUMMABLE_COUNT = Q(
-    usage__total_tokens__gte=0,
-    usage__total_tokens__lt=10**13,
-    usage__total_tokens__regex=r"^[0-9]{1,13}$",
-)
-
-
-def _tokens() -> Coalesce:
-    total = Case(
-        When(
-            _SUMMABLE_COUNT,
-            then=Cast(KeyTextTransform("total_tokens", "usage"), BigIntegerField()),
-        ),
-        default=Value(0),
-        output_field=BigIntegerField(),
-    )
-    return Coalesce(Sum(total), 0)
-
-
-def _usage_messages(start: date, end: date) -> QuerySet[Message]:
-    """Messages created on days start..end (inclusive, UTC)."""
-    since = datetime.combine(start, time.min, tzinfo=UTC)
-    until = datetime.combine(end + timedelta(days=1), time.min, tzinfo=UTC)
-    # Copies (imports, forks) were spent elsewhere: counting them would let anyone forge
-    # their own figures, or count a fork's history twice.
-    return Message.objects.filter(created_at__gte=since, created_at__lt=until, copied=False)
+def _usage_days(start: date, end: date) -> QuerySet[UsageDay]:
+    """The rollup's rows for days start..end (inclusive, UTC): one per conversation and
+    day, kept as messages are stored (services/usage.py), so a month is a few thousand
+    rows however many messages it held. Copies (imports, forks) are not in it: they were
+    spent elsewhere, and counting them would let anyone forge their own figures."""
+    return UsageDay.objects.filter(day__gte=start, day__lte=end)
 
 
 @dataclass(frozen=True)
@@ -78,13 +51,12 @@ def usage_by_day(*, start: date, end: date) -> list[DayUsage]:
     Tokens are the providers' `total_tokens` stored on each assistant message."""
     found = {
         row["day"]: row
-        for row in _usage_messages(start, end)
-        .annotate(day=TruncDate("created_at"))
+        for row in _usage_days(start, end)
         .values("day")
         .annotate(
-            messages=Count("pk"),
-            user_messages=Count("pk", filter=Q(role=Message.Role.USER)),
-            tokens=_tokens(),
+            messages=Sum("messages"),
+            user_messages=Sum("user_messages"),
+            tokens=Sum("total_tokens"),
         )
         .order_by()
     }
@@ -114,22 +86,24 @@ class UserUsage:
 
 
 def usage_by_user(*, start: date, end: date, offset: int = 0, limit: int = 50) -> list[UserUsage]:
-    """Users by tokens used over the range (then by messages), heaviest first."""
+    """Users by tokens used over the range (then by messages), heaviest first. Deleted
+    accounts are left out here; their usage stays in the daily figures."""
     rows = (
-        _usage_messages(start, end)
-        .values("conversation__owner_id", "conversation__owner__username")
+        _usage_days(start, end)
+        .filter(owner__isnull=False)
+        .values("owner_id", "owner__username")
         .annotate(
             conversations=Count("conversation_id", distinct=True),
-            messages=Count("pk"),
-            user_messages=Count("pk", filter=Q(role=Message.Role.USER)),
-            tokens=_tokens(),
+            messages=Sum("messages"),
+            user_messages=Sum("user_messages"),
+            tokens=Sum("total_tokens"),
         )
-        .order_by("-tokens", "-messages", "conversation__owner_id")[offset : offset + limit]
+        .order_by("-tokens", "-messages", "owner_id")[offset : offset + limit]
     )
     return [
         UserUsage(
-            user_id=row["conversation__owner_id"],
-            username=row["conversation__owner__username"],
+            user_id=row["owner_id"],
+            username=row["owner__username"],
             conversations=row["conversations"],
             messages=row["messages"],
             user_messages=row["user_messages"],

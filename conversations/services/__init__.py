@@ -31,6 +31,7 @@ from conversations.services.messages import (
     user_message_append,
 )
 from conversations.services.quotas import conversation_quota_check, message_quota_take
+from conversations.services.usage import usage_rebuild
 
 __all__ = [
     "UNSET",
@@ -57,6 +58,7 @@ __all__ = [
     "message_quota_take",
     "messages_append",
     "title_from_message",
+    "usage_rebuild",
     "user_delete",
     "user_message_append",
 ]

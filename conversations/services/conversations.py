@@ -128,4 +128,4 @@ def conversation_delete(*, conversation: Conversation) -> None:
         idempotency_answers_forget(
             owner_ids=[conversation.owner_id], mentioning=[str(conversation_id)]
         )
-        notifications.notify(conversation_id, notifications.DELETED)
+        notifications.deleted_notify(conversation.owner_id, [conversation_id])

@@ -107,8 +107,13 @@ def _page_delete(page: list[tuple[UUID, int]]) -> None:
     idempotency_answers_forget(
         owner_ids={owner_id for _, owner_id in page}, mentioning=[str(pk) for pk in ids]
     )
-    for pk in ids:
-        notifications.notify(pk, notifications.DELETED)
+    # One notification per owner of the page, naming their conversations: open tabs
+    # learn the same as from one per conversation, for a fraction of the messages.
+    owners: dict[int, list[UUID]] = {}
+    for pk, owner_id in page:
+        owners.setdefault(owner_id, []).append(pk)
+    for owner_id, gone in owners.items():
+        notifications.deleted_notify(owner_id, gone)
 
 
 def conversations_delete(

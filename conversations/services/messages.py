@@ -21,6 +21,7 @@ from conversations.models import Conversation, Message
 from conversations.serializers import message_payload
 from conversations.services.common import raise_if
 from conversations.services.quotas import message_quota_take
+from conversations.services.usage import usage_record
 from conversations.validation import title_from_message
 
 
@@ -49,7 +50,9 @@ def _locked(conversation: Conversation) -> Conversation:
     """Re-read the conversation's mutable counters under a row lock for this transaction."""
     return (
         Conversation.objects.select_for_update()
-        .only("id", "message_count", "title", "draft", "draft_edited", "draft_edit_count")
+        .only(
+            "id", "owner_id", "message_count", "title", "draft", "draft_edited", "draft_edit_count"
+        )
         .get(pk=conversation.pk)
     )
 
@@ -81,6 +84,8 @@ def _insert(
         for offset, new in enumerate(messages)
     ]
     Message.objects.bulk_create(rows)
+    # In the same transaction: the usage dashboard counts exactly what was stored.
+    usage_record(owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows)
     count = start + len(rows)
     Conversation.objects.filter(pk=conversation.pk).update(
         message_count=count, last_activity_at=now

@@ -9,6 +9,7 @@ thread, so an abandoned tool runs on until it returns: tools must be written to 
 instead (see `_must_run_inline`), where no deadline can be enforced.
 """
 
+import contextvars
 import json
 import logging
 import threading
@@ -22,6 +23,8 @@ from django.conf import settings
 from django.db import connections, transaction
 from pydantic_core import to_jsonable_python
 
+from config.log_context import exception_for_log
+from conversations import metrics
 from conversations.json_input import JsonInputError, json_parse_repaired
 from conversations.tools.registry import (
     Emit,
@@ -38,6 +41,12 @@ logger = logging.getLogger(__name__)
 
 def _error(message: str) -> ToolResult:
     return ToolResult(output=_clean(message), is_error=True)
+
+
+def _counted(tool: str, outcome: str, result: ToolResult) -> ToolResult:
+    """`result`, counted for /metrics by tool and outcome (ok, error, timeout, refused)."""
+    metrics.tool_called(tool=tool, outcome=outcome)
+    return result
 
 
 def _clean(text: str) -> str:
@@ -109,7 +118,9 @@ def _run_in_thread(
             finally:
                 outcome.finished.set()
 
-    threading.Thread(target=work, name=thread_name, daemon=True).start()
+    # With the caller's context: the tool's own lines name the run and request it serves.
+    in_context = contextvars.copy_context().run
+    threading.Thread(target=in_context, args=(work,), name=thread_name, daemon=True).start()
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
         if outcome.finished.wait(left if keepalive is None else min(left, keepalive_every)):
@@ -149,11 +160,12 @@ def tool_execute(
     entry = tool_get(name=name)
     usable = ", ".join(n for n in tool_names() if n in set(enabled)) or "none"
     if entry is None:
-        return _error(f"Unknown tool {name!r}. Available tools: {usable}.")
+        # Counted as "unknown": the model may make up any number of names.
+        message = f"Unknown tool {name!r}. Available tools: {usable}."
+        return _counted("unknown", "refused", _error(message))
     if name not in enabled:
-        return _error(
-            f"Tool {name!r} is not enabled for this conversation. Available tools: {usable}."
-        )
+        message = f"Tool {name!r} is not enabled for this conversation. Available tools: {usable}."
+        return _counted(name, "refused", _error(message))
 
     try:
         # Some models send an empty string for a call without arguments. Deep nesting and
@@ -161,13 +173,16 @@ def tool_execute(
         # receives a string the database would refuse.
         raw = json_parse_repaired(arguments) if arguments.strip() else {}
     except (JsonInputError, TypeError, AttributeError) as exc:
-        return _error(f"Invalid JSON in the arguments for {name}: {exc}. Send a JSON object.")
+        message = f"Invalid JSON in the arguments for {name}: {exc}. Send a JSON object."
+        return _counted(name, "refused", _error(message))
     if not isinstance(raw, dict):
-        return _error(f"The arguments for {name} must be a JSON object, not {type_name(raw)}.")
+        message = f"The arguments for {name} must be a JSON object, not {type_name(raw)}."
+        return _counted(name, "refused", _error(message))
     try:
         parsed = entry.arguments.model_validate(raw)
     except pydantic.ValidationError as exc:
-        return _error(f"Invalid arguments for {name}: {_describe_validation(exc)}")
+        message = f"Invalid arguments for {name}: {_describe_validation(exc)}"
+        return _counted(name, "refused", _error(message))
     # Attributes, not model_dump(): keeps validated values (nested models) as they are.
     kwargs = {key: getattr(parsed, key) for key in type(parsed).model_fields}
 
@@ -206,22 +221,27 @@ def tool_execute(
     if not finished:
         logger.warning("tool %s (call %s) overran %ss", name, context.call_id, timeout)
         still = " Its effect may still take place." if entry.mutating else ""
-        return _error(
+        message = (
             f"{name} timed out: it did not finish within {timeout:g} seconds.{still} "
             "Try a smaller request or a different approach."
         )
+        return _counted(name, "timeout", _error(message))
     if outcome.error is not None:
-        return _error(_failure_message(name, outcome.error))
+        return _counted(name, "error", _error(_failure_message(name, outcome.error)))
     try:
-        return ToolResult(output=_clean(_render(outcome.value)), is_error=False)
+        return _counted(
+            name, "ok", ToolResult(output=_clean(_render(outcome.value)), is_error=False)
+        )
     except (TypeError, ValueError) as exc:
-        return _error(f"{name} failed: it returned a value that is not JSON ({exc}).")
+        message = f"{name} failed: it returned a value that is not JSON ({exc})."
+        return _counted(name, "error", _error(message))
 
 
 def _failure_message(name: str, error: BaseException) -> str:
     if isinstance(error, ToolError):
         return f"{name} failed: {error}"
-    logger.warning("tool %s raised", name, exc_info=error)
+    # Its message is made of what the tool was given, so only with PARLEY_LOG_CONTENT.
+    logger.warning("tool %s raised", name, exc_info=exception_for_log(error, by_type=False))
     return f"{name} failed: {type(error).__name__}: {error}"
 
 

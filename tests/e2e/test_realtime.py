@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from accounts import services as account_services
@@ -154,6 +155,30 @@ def test_switching_between_two_web_processes_mid_stream(
         query = f"?run_id={run_id}&after={got[-1]['sequence_number']}"
         with open_socket(server, chat, key, query) as ws:
             got += run_events_from(ws, limit=None if server is web else 6)
+
+    assert_complete_and_exact(got, Run.objects.get(pk=run_id))
+
+
+def drain(ws: ClientConnection) -> None:
+    while True:
+        ws.recv(timeout=10)
+
+
+def test_a_web_process_killed_mid_reply_its_clients_resume_on_another(
+    chat, key, web, web_b, workers, fake_openai
+):
+    workers()
+    with open_socket(web, chat, key) as ws:
+        start_reply(ws, fake_openai, rate=60)
+        got = run_events_from(ws, limit=6)
+        web.kill()  # SIGKILL: no close frame, no goodbye
+        with pytest.raises(ConnectionClosed):
+            drain(ws)
+    run_id = got[0]["run_id"]
+    # The page reconnects to whichever process answers, from the last event it saw.
+    query = f"?run_id={run_id}&after={got[-1]['sequence_number']}"
+    with open_socket(web_b, chat, key, query) as resumed:
+        got += run_events_from(resumed)
 
     assert_complete_and_exact(got, Run.objects.get(pk=run_id))
 

@@ -3,9 +3,11 @@ real browser. Screenshots for the README are taken here too."""
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from playwright.sync_api import Page, expect
 
 from accounts.models import User
@@ -153,3 +155,35 @@ def test_screenshots_of_the_chat_and_the_sidebar(
     expect(page.locator(".tool-card")).to_have_attribute("data-state", "done")
     page.screenshot(path=str(target / "phone.png"))
     assert (target / "chat.png").stat().st_size > 10_000
+
+
+def test_conversations_deleted_elsewhere_leave_every_open_tab(page: Page, context, stack, owner):
+    """A moderator's bulk delete reaches the owner's tabs as one notification: the tab on a
+    deleted conversation says so, another tab drops the deleted ones from its list."""
+    kept = services.conversation_create(owner=owner, title="Kept")
+    gone = [services.conversation_create(owner=owner, title=f"Old {n}") for n in range(3)]
+    log_in(context, stack, owner)
+    page.goto(f"/chat/{kept.pk}/")
+    expect(page.locator("#connection")).to_have_text("Live")
+    on_gone = context.new_page()
+    on_gone.goto(f"/chat/{gone[0].pk}/")
+    expect(on_gone.locator("#connection")).to_have_text("Live")
+    expect(page.locator(".conversation-item")).to_have_count(4)
+
+    def delete() -> None:
+        try:
+            services.conversations_delete(
+                actor=None, queryset=Conversation.objects.filter(pk__in=[c.pk for c in gone])
+            )
+        finally:
+            connection.close()
+
+    # On a thread of its own, as in a server or a command: this one runs the browser's
+    # event loop, from which notifications are not sent.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(delete).result()
+
+    expect(page.locator(".conversation-item")).to_have_count(1)
+    expect(item(page, "Kept")).to_be_visible()
+    expect(on_gone.locator("#composer-input")).to_be_disabled()
+    expect(on_gone.locator(".conversation-item")).to_have_count(1)

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
+from conversations import metrics
 from conversations.engine.eventlog.connections import appends_batcher, async_pool, redis_client
 from conversations.engine.eventlog.keys import (
     ENVELOPE,
@@ -81,6 +82,10 @@ class EventWriter:
         # window (a fast reply costs a few writes a second, not one per token).
         self._flushed_at = -math.inf
         self._fresh = True  # the first write also sets the safety TTL
+        # When the run started (a Unix time), while its reply's first words are still to
+        # come (set by the runner): the first message.delta written is its time to first
+        # token.
+        self.first_token_since: float | None = None
 
     @classmethod
     def open(
@@ -195,9 +200,13 @@ class EventWriter:
         self.writes += 1
         return sequence, entry_id(sequence), data, ttl
 
-    def _written(self, sequence: int) -> int:
+    def _written(self, sequence: int, type: str) -> int:
         self.next_sequence = sequence + 1
         self._fresh = False
+        metrics.event_log_written()
+        if type == MESSAGE_DELTA and self.first_token_since is not None:
+            metrics.first_token(since=self.first_token_since)
+            self.first_token_since = None
         return sequence
 
     def _append(self, type: str, payload: Mapping[str, Any]) -> int:
@@ -215,7 +224,7 @@ class EventWriter:
         except redis.ResponseError as error:
             found = self._client.xrange(self.key, entry_id, entry_id) if _stale(error) else None
             self._check_ours(error, entry_id, data, found)
-        return self._written(sequence)
+        return self._written(sequence, type)
 
     async def _awrite(self, type: str, payload: Mapping[str, Any]) -> int:
         # Shielded: a stop that cancels the stream lets a write in flight finish, so the
@@ -235,7 +244,7 @@ class EventWriter:
                     client = aioredis.Redis(connection_pool=async_pool())
                     found = await client.xrange(self.key, entry_id, entry_id)
                 self._check_ours(reply, entry_id, data, found)
-            return self._written(sequence)
+            return self._written(sequence, type)
 
     def _check_ours(
         self, error: redis.ResponseError, entry_id: str, data: str, found: list[Any] | None

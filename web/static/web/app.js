@@ -170,6 +170,10 @@ function handleFrame(frame) {
     case "conversation.draft_updated":
       draft.changed(frame.draft, frame.by);
       break;
+    case "conversations.deleted":
+      // Deleted elsewhere (another tab, the API, a moderator): gone from this list too.
+      for (const id of frame.conversation_ids) sidebar.remove(id);
+      break;
     case "conversation.deleted":
     case "socket.gone":
       setActiveRun(null);
