@@ -1,7 +1,7 @@
 """The fake OpenAI upstream (tests/fake_openai.py) as a process of its own, for benchmarks.
 
     .venv/bin/python -m tests.fake_openai_server --port 0 --first-token-delay 0.2 \\
-        --tokens-per-second 100 --tokens 300 --chunk-log /tmp/chunks.jsonl
+        --tokens-per-second 100 --tokens 300 --chunk-log var/chunks.jsonl
 
 In its own process the fake's threads (one per streamed reply) do not compete for the
 benchmarked process's GIL, which distorts timings at tens of concurrent streams. Every
