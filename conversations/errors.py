@@ -27,6 +27,11 @@ class ValidationFailed(Exception):
         return "; ".join(str(p) for p in self.problems)
 
 
+RUN_ACTIVE_MESSAGE = (
+    "A reply is still being generated in this conversation; wait for it or cancel it."
+)
+
+
 class Conflict(Exception):
     """The request is valid but clashes with the current state (e.g. a run is active)."""
 

@@ -1,13 +1,15 @@
-"""Conversations, their ordered messages, tool-loop runs and the audit trail.
+"""Conversations, their branches and ordered messages, tool-loop runs and the audit trail.
 
-Invariants live in the database (unique seq per conversation, one active run per
-conversation, closed sets of roles/kinds/statuses) so no code path can break them.
+Invariants live in the database (one root branch per conversation, unique seq per branch,
+a branch's fork point on its parent, one active run per conversation, closed sets of
+roles/kinds/statuses) so no code path can break them.
 """
 
 import uuid
+from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -44,16 +46,6 @@ class RunStatus(models.TextChoices):
     INCOMPLETE = "incomplete"
 
 
-class AuditAction(models.TextChoices):
-    VIEWED = "viewed"
-    EXPORTED = "exported"
-    DELETED = "deleted"
-    FLAGGED = "flagged"
-    UNFLAGGED = "unflagged"
-    IMPORTED = "imported"
-    PURGED = "purged"
-
-
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -77,9 +69,17 @@ class Conversation(models.Model):
     # never writes over an edit it has not seen.
     draft_edit_count = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
-    # Also the seq allocator: messages are only ever appended, so the next seq is
-    # message_count + 1, read and bumped under a row lock on this conversation.
+    # Every message stored, on every branch. The seq allocator is the branch's own
+    # counter (Branch.message_count); both move under a row lock on this conversation.
     message_count = models.PositiveIntegerField(default=0)
+    # The branch the UI shows and where a new message goes unless another is named. Set
+    # when the conversation is created (its root branch); null only for a moment then.
+    active_branch = models.ForeignKey(
+        "Branch", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="+"
+    )
+    # How many branches it has (1 until the first edit or regeneration): lists show it,
+    # and a conversation of one branch has no alternatives to look up.
+    branch_count = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now)
@@ -129,9 +129,81 @@ class Conversation(models.Model):
         count = self.message_count
         return f"untitled ({count} message{'' if count == 1 else 's'}) · {str(self.id)[:8]}"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Every conversation has its root branch from birth, whichever path creates it.
+        if not (self._state.adding and self.active_branch_id is None):
+            super().save(*args, **kwargs)
+            return
+        self.active_branch_id = uuid.uuid4()
+        # One transaction: the two rows point at each other, checked at commit.
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            Branch.objects.create(
+                id=self.active_branch_id,
+                conversation=self,
+                created_at=self.created_at,
+                message_count=self.message_count,
+            )
+
     def label(self, *, with_title: bool) -> str:
         """The title for those who may read message text, else the neutral label."""
         return self.title if with_title and self.title else str(self)
+
+
+class Branch(models.Model):
+    """One line of a conversation's tree: edits and regenerations fork new branches.
+
+    A branch's path is its parent's path up to `fork_seq`, then its own messages, whose
+    seq continues gapless from `fork_seq + 1`. Nothing is copied: creating a branch
+    writes this one row. The parent owns the message at `fork_seq` (or `fork_seq` is 0
+    and the parent is the root), so the messages at `fork_seq + 1` of the parent and of
+    its children forked there are alternatives of each other.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="branches"
+    )
+    # Branches and their messages go only with their conversation, as one DELETE per
+    # table: nothing cascades row by row (the database's keys still hold at commit).
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.DO_NOTHING, related_name="children"
+    )
+    fork_seq = models.PositiveIntegerField(default=0)
+    # The length of this branch's path (fork_seq + its own messages): the next message
+    # appended here gets seq message_count + 1.
+    message_count = models.PositiveIntegerField(default=0)
+    # The chain above this branch, root first: [[branch id, last seq it gives the path]].
+    # Read with the branch, so a path's segments cost no recursive query.
+    lineage = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(parent__isnull=True),
+                name="branch_one_root_per_conversation",
+            ),
+            models.CheckConstraint(
+                condition=Q(parent__isnull=False) | Q(fork_seq=0), name="branch_root_forks_at_0"
+            ),
+            models.CheckConstraint(
+                condition=Q(message_count__gte=models.F("fork_seq")),
+                name="branch_path_holds_fork_point",
+            ),
+        ]
+        indexes = [
+            # A fork point's alternatives: the children of a branch forked at one seq.
+            models.Index(fields=["parent", "fork_seq"], name="branch_fork_point"),
+        ]
+
+    def __str__(self) -> str:
+        return f"branch {str(self.id)[:8]} at {self.fork_seq}"
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_id is None
 
 
 class Message(models.Model):
@@ -143,6 +215,11 @@ class Message(models.Model):
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
+    # No index of its own: the unique (branch, seq) index serves every lookup by branch.
+    branch = models.ForeignKey(
+        Branch, on_delete=models.DO_NOTHING, related_name="messages", db_index=False
+    )
+    # The position along the branch's path (not along the conversation).
     seq = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=MessageRole.choices)
     kind = models.CharField(max_length=16, choices=MessageKind.choices, default=MessageKind.MESSAGE)
@@ -179,7 +256,7 @@ class Message(models.Model):
     class Meta:
         ordering = ["conversation", "seq"]
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "seq"], name="message_unique_seq"),
+            models.UniqueConstraint(fields=["branch", "seq"], name="message_unique_branch_seq"),
             models.CheckConstraint(condition=Q(seq__gte=1), name="message_seq_positive"),
             models.CheckConstraint(
                 condition=Q(role__in=MessageRole.values), name="message_role_valid"
@@ -223,6 +300,16 @@ class Run(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    # Where the run's messages go and whose path its model reads, whichever branch the
+    # conversation shows meanwhile.
+    branch = models.ForeignKey(
+        Branch,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
     trigger_message = models.ForeignKey(
         Message,
         null=True,
@@ -279,91 +366,27 @@ class Run(models.Model):
         return self.status in self.ACTIVE_STATUSES
 
 
-class AuditEvent(models.Model):
-    """Append-only record of privileged access. Plain ids so it outlives what it describes."""
+# Kept in their own module for size; importable from here like every model.
+from conversations.records import (  # noqa: E402
+    AuditAction,
+    AuditEvent,
+    DailyMessageCount,
+    UsageDay,
+)
 
-    Action = AuditAction
-
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    actor_username = models.CharField(max_length=150, blank=True)
-    action = models.CharField(max_length=16, choices=AuditAction.choices)
-    conversation_id = models.UUIDField(null=True, blank=True, db_index=True)
-    owner_id = models.BigIntegerField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    class Meta:
-        ordering = ["-at"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(action__in=AuditAction.values), name="audit_action_valid"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.actor_username} {self.action} {self.conversation_id}"
-
-
-class DailyMessageCount(models.Model):
-    """User messages sent per user per UTC day, kept while a daily quota is configured.
-
-    A counter row rather than a COUNT over messages: the quota is checked on every send,
-    and counting a busy user's day of messages joined through their conversations would
-    cost more each time. The row lock taken by the increment also serialises one user's
-    concurrent sends, so two of them cannot both pass the last free slot.
-    """
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    day = models.DateField()
-    messages = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["user", "day"], name="daily_message_count_unique"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.user_id} {self.day}: {self.messages}"
-
-
-class UsageDay(models.Model):
-    """One conversation's own usage on one UTC day: the rows the usage dashboard adds up.
-
-    Kept current in the transaction that stores the messages (services/usage.py), so the
-    dashboard reads a few rows per conversation and day instead of every message. One row
-    per conversation rather than per user, so "conversations active" over a range stays a
-    count of distinct conversations. Copies (imports, forks) never count: they were spent
-    elsewhere.
-
-    The dashboard reports spend that happened, so deleting what caused it does not take it
-    back: the conversation is a plain id (no foreign key: its deletion leaves the row), and
-    a deleted account's rows lose their owner but keep counting in the daily totals.
-    """
-
-    day = models.DateField()
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    conversation_id = models.UUIDField()
-    messages = models.PositiveIntegerField(default=0)
-    user_messages = models.PositiveIntegerField(default=0)
-    # The providers' reported counts, each kept apart: prompt and completion tokens are
-    # priced differently, and once a conversation is deleted the split cannot be read back.
-    prompt_tokens = models.BigIntegerField(default=0)
-    completion_tokens = models.BigIntegerField(default=0)
-    total_tokens = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            # Also the index the dashboard's date range reads.
-            models.UniqueConstraint(fields=["day", "conversation_id"], name="usage_day_unique"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.day} {self.conversation_id}: {self.messages}"
+__all__ = [
+    "RUN_ACTIVE_STATUSES",
+    "RUN_TERMINAL_STATUSES",
+    "AuditAction",
+    "AuditEvent",
+    "Branch",
+    "Conversation",
+    "DailyMessageCount",
+    "Message",
+    "MessageKind",
+    "MessageRole",
+    "Run",
+    "RunStatus",
+    "UsageDay",
+    "default_tools",
+]

@@ -27,6 +27,7 @@ MESSAGE_STORED = "conversation.message"
 RUN_STARTED = "conversation.run_started"
 RUN_ENDED = "conversation.run_ended"
 UPDATED = "conversation.updated"
+BRANCH_CREATED = "conversation.branch_created"
 DRAFT_CHANGED = "conversation.draft_updated"
 # What a socket on a deleted conversation tells its client (see deleted_notify).
 DELETED = "conversation.deleted"

@@ -14,6 +14,7 @@ from conversations.validation import usage_known
 MESSAGE_FIELDS = (
     "id",
     "conversation_id",
+    "branch_id",
     "seq",
     "role",
     "kind",
@@ -50,6 +51,7 @@ def conversation_export_dict(conversation: Conversation) -> dict[str, Any]:
         "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id else None,
         "temperature": conversation.temperature,
         "max_output_tokens": conversation.max_output_tokens,
+        "active_branch_id": _key(conversation.active_branch_id),
     }
 
 
@@ -58,9 +60,29 @@ def message_export_dict(message: Message) -> dict[str, Any]:
     return _message_dict({field: getattr(message, field) for field in MESSAGE_FIELDS})
 
 
+def _key(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+def branch_export_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A branch as the export document carries it."""
+    return {
+        "id": str(row["id"]),
+        "parent_id": _key(row["parent_id"]),
+        "fork_seq": row["fork_seq"],
+        "created_at": _time(row["created_at"]),
+    }
+
+
+def branch_payload(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A branch as clients see it: with the length of its path."""
+    return {**branch_export_dict(row), "message_count": row["message_count"]}
+
+
 def _message_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "id": str(row["id"]),
+        "branch_id": _key(row["branch_id"]),
         "seq": row["seq"],
         "role": row["role"],
         "kind": row["kind"],
@@ -98,9 +120,16 @@ def run_payload(run: Run) -> dict[str, Any]:
     }
 
 
-def message_payload(message: Message) -> dict[str, Any]:
-    """A stored message as clients see it: the export's shape plus its conversation."""
-    return {**message_export_dict(message), "conversation_id": str(message.conversation_id)}
+def message_payload(
+    message: Message, *, alternatives: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A stored message as clients see it: the export's shape plus its conversation and
+    its alternatives (`{"index", "count", "branch_ids"}`, or None where it has none)."""
+    return {
+        **message_export_dict(message),
+        "conversation_id": str(message.conversation_id),
+        "alternatives": alternatives,
+    }
 
 
 def conversation_payload(conversation: Conversation) -> dict[str, Any]:
@@ -122,5 +151,9 @@ def conversation_payload(conversation: Conversation) -> dict[str, Any]:
 
 
 def message_row_payload(row: Mapping[str, Any]) -> dict[str, Any]:
-    """`message_payload` from a MESSAGE_FIELDS row instead of an instance."""
-    return {**_message_dict(row), "conversation_id": str(row["conversation_id"])}
+    """`message_payload` from a MESSAGE_FIELDS row (with its `alternatives`, if read)."""
+    return {
+        **_message_dict(row),
+        "conversation_id": str(row["conversation_id"]),
+        "alternatives": row.get("alternatives"),
+    }

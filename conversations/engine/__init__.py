@@ -5,6 +5,7 @@ tasks, web pages), with the event log's own face, `conversations.engine.eventlog
 other modules here are the engine's insides (an import-linter contract keeps them so).
 
 - runs.py: run_start, run_cancel, chat_start and the one run_finish every ending uses
+- branching.py: edits and regenerations (a new branch and the run answering on it)
 - runner.py: one step of a run (a model call or the pending tools), under a lease
 - watchdog.py: the periodic sweep that restarts runs whose worker died
 - stateless.py: a chat whose whole history travels with the request, stored nowhere
@@ -12,6 +13,7 @@ other modules here are the engine's insides (an import-linter contract keeps the
 - eventlog/: each run's append-only event log on a Redis Stream
 """
 
+from conversations.engine.branching import message_edit, reply_regenerate
 from conversations.engine.llm import provider_get, provider_is_demo
 from conversations.engine.llm.base import GenerationSettings, ProviderError
 from conversations.engine.runner import run_step
@@ -31,8 +33,10 @@ __all__ = [
     "GenerationSettings",
     "ProviderError",
     "chat_start",
+    "message_edit",
     "provider_get",
     "provider_is_demo",
+    "reply_regenerate",
     "run_cancel",
     "run_finish",
     "run_start",

@@ -43,11 +43,12 @@ from conversations.engine.lease import Lease, LeaseLost, release_connection
 from conversations.engine.llm import provider_get
 from conversations.engine.llm.base import GenerationSettings
 from conversations.engine.model_input_log import model_input_log
+from conversations.engine.run_errors import attempts_error, cut_short_error
 from conversations.engine.runs import run_finish
 from conversations.engine.turns import turns
 from conversations.models import Conversation, Message, Run
-from conversations.serializers import message_payload, run_payload
-from conversations.services.messages import NewMessage, message_append
+from conversations.serializers import run_payload
+from conversations.services.messages import NewMessage, message_append, stored_payload
 from conversations.tools import ToolContext, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,9 @@ def _lease(run_id: str) -> Step | None:
 def _advance(step: Step) -> None:
     run = step.run
     if run.attempt > settings.PARLEY_RUN_MAX_ATTEMPTS:
-        _finish(step, Run.Status.FAILED, error=_error("attempts_exhausted", run.attempt - 1))
+        _finish(
+            step, Run.Status.FAILED, error=attempts_error("attempts_exhausted", run.attempt - 1)
+        )
         return
     if step.cancel_requested():
         _finish(step, Run.Status.CANCELLED)
@@ -187,13 +190,6 @@ def _advance(step: Step) -> None:
     _call_model(step)
 
 
-def _error(code: str, attempts: int) -> dict[str, str]:
-    return {
-        "code": code,
-        "message": f"The run stopped after {attempts} interrupted attempts at the same step.",
-    }
-
-
 def _call_model(step: Step) -> None:
     run, conversation = step.run, step.conversation
     conversation.refresh_from_db()
@@ -202,7 +198,8 @@ def _call_model(step: Step) -> None:
     edits_seen = conversation.draft_edit_count
     # The same id on every attempt of this step: a retry restarts the same message.
     message_id = uuid.uuid5(run.id, f"assistant-{run.iterations + 1}")
-    model_input = selectors.conversation_model_input(conversation=conversation)
+    branch = selectors.branch_get(conversation=conversation, branch_id=run.branch_id)
+    model_input = selectors.conversation_model_input(conversation=conversation, branch=branch)
     tools = tool_definitions(conversation.tools)
     generation = GenerationSettings.effective(
         temperature=conversation.temperature, max_output_tokens=conversation.max_output_tokens
@@ -262,6 +259,7 @@ def _call_model(step: Step) -> None:
         if reply.text or tool_calls or reply.reasoning:
             stored = message_append(
                 conversation=conversation,
+                branch_id=branch.pk,
                 message=NewMessage(
                     id=message_id,
                     role=Message.Role.ASSISTANT,
@@ -280,24 +278,25 @@ def _call_model(step: Step) -> None:
             )
         if stored is not None:
             transaction.on_commit(
-                lambda: step.emit(eventlog.MESSAGE_COMPLETED, {"message": message_payload(stored)})
+                lambda: step.emit(
+                    eventlog.MESSAGE_COMPLETED,
+                    {
+                        "message": stored_payload(
+                            stored, branch, branch_count=conversation.branch_count
+                        )
+                    },
+                )
             )
         if cancelled:
             _finish(step, Run.Status.CANCELLED)
         elif cut_short:
-            _finish(step, Run.Status.INCOMPLETE, error=_cut_short(generation.max_output_tokens))
+            _finish(
+                step, Run.Status.INCOMPLETE, error=cut_short_error(generation.max_output_tokens)
+            )
         elif not tool_calls:
             _finish(step, Run.Status.COMPLETED)
         else:
             _hand_over(step)
-
-
-def _cut_short(limit: int) -> dict[str, str]:
-    return {
-        "code": "max_output_tokens",
-        "message": f"The reply reached its limit of {limit} tokens and was cut short. "
-        "Raise “Max output tokens” in the conversation's settings for longer replies.",
-    }
 
 
 def _count_iteration(step: Step, usage: dict[str, Any] | None, *, edits_seen: int) -> None:
@@ -358,6 +357,7 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
                 raise LeaseLost
             stored = message_append(
                 conversation=conversation,
+                branch_id=run.branch_id,
                 message=NewMessage(
                     role=Message.Role.TOOL,
                     content=result.output,

@@ -9,6 +9,7 @@ conversation notification (other tabs stay in sync; they may also read the log).
 """
 
 import logging
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -22,9 +23,9 @@ from accounts.models import User
 from conversations import metrics, notifications, selectors, validation
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raise
-from conversations.errors import Conflict, Problem, ValidationFailed
+from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem, ValidationFailed
 from conversations.event_types import terminal_type
-from conversations.models import Conversation, Message, Run
+from conversations.models import Branch, Conversation, Message, Run
 from conversations.serializers import run_payload
 from conversations.services import conversation_create, user_message_append
 from conversations.services.common import raise_if
@@ -32,22 +33,46 @@ from conversations.services.runs import runs_ended
 
 log = logging.getLogger(__name__)
 
-RUN_ACTIVE_MESSAGE = (
-    "A reply is still being generated in this conversation; wait for it or cancel it."
-)
 CLIENT_ID_MAX = 100
 
 
 def run_start(
-    *, conversation: Conversation, content: str, client_id: str = ""
+    *,
+    conversation: Conversation,
+    content: str,
+    client_id: str = "",
+    branch_id: UUID | None = None,
 ) -> tuple[Message, Run]:
-    """Store the user's message and a queued run for it in one transaction, then (after
-    commit) announce the run and hand it to a worker.
+    """Store the user's message (on `branch_id`, or the active branch) and a queued run for
+    it in one transaction, then (after commit) announce the run and hand it to a worker.
 
     `client_id` makes the call idempotent: a repeat with the same id returns the run the
     first call started. Raises Conflict while another run of this conversation is active:
     nothing is stored then.
     """
+
+    def store() -> tuple[Branch, Message, Message | None]:
+        message = user_message_append(
+            conversation=conversation, content=content, branch_id=branch_id
+        )
+        return Branch(pk=message.branch_id), message, message
+
+    _, message, run = run_begin(conversation=conversation, client_id=client_id, prepare=store)
+    assert message is not None
+    return message, run
+
+
+def run_begin(
+    *,
+    conversation: Conversation,
+    client_id: str,
+    prepare: Callable[[], tuple[Branch, Message, Message | None]],
+) -> tuple[Branch, Message | None, Run]:
+    """Start a run in one transaction with the writes `prepare` makes, then announce it
+    after commit. `prepare` returns the branch the run goes on, the user message it
+    answers and the user message it stored (None for a regeneration, which stores none).
+    Returns the branch, that stored message and the run. Idempotent by `client_id`;
+    Conflict while another run is active."""
     if not isinstance(client_id, str) or len(client_id) > CLIENT_ID_MAX:
         raise ValidationFailed(
             [Problem("$.client_id", f"must be a string of at most {CLIENT_ID_MAX} characters")]
@@ -68,17 +93,19 @@ def run_start(
                 conversation=conversation, status__in=Run.ACTIVE_STATUSES
             ).exists():
                 raise Conflict(RUN_ACTIVE_MESSAGE)
-            message = user_message_append(conversation=conversation, content=content)
+            branch, trigger, stored = prepare()
             run = Run.objects.create(
                 conversation=conversation,
-                trigger_message=message,
+                branch_id=branch.pk,
+                trigger_message=trigger,
                 model=conversation.model or settings.PARLEY_MODEL,
                 client_id=client_id,
             )
             started.append(run)
             transaction.on_commit(metrics.run_started)  # counted only if it is stored
-            Message.objects.filter(pk=message.pk).update(run=run)
-            message.run = run
+            if stored is not None:
+                Message.objects.filter(pk=stored.pk).update(run=run)
+                stored.run = run
             notifications.notify(conversation.pk, notifications.RUN_STARTED, run=run_payload(run))
     except IntegrityError as exc:
         # Two starts raced past the checks; the constraints decided which one won.
@@ -89,7 +116,7 @@ def run_start(
         if Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists():
             raise Conflict(RUN_ACTIVE_MESSAGE) from exc
         raise
-    return message, run
+    return branch, stored, run
 
 
 def chat_start(
@@ -115,15 +142,19 @@ def chat_start(
     return conversation, stored, run
 
 
-def _run_for_client_id(*, conversation: Conversation, client_id: str) -> tuple[Message, Run] | None:
+def _run_for_client_id(
+    *, conversation: Conversation, client_id: str
+) -> tuple[Branch, Message | None, Run] | None:
     run = (
         Run.objects.filter(conversation=conversation, client_id=client_id)
-        .select_related("trigger_message")
+        .select_related("trigger_message", "branch")
         .first()
     )
     if run is None or run.trigger_message is None:
         return None
-    return run.trigger_message, run
+    # A regeneration answers a message an earlier run stored: it stored none itself.
+    trigger = run.trigger_message if run.trigger_message.run_id == run.pk else None
+    return run.branch or Branch(pk=run.branch_id), trigger, run
 
 
 def _run_announce(run: Run) -> None:

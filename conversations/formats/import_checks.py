@@ -1,16 +1,22 @@
 """What an imported conversation must mean, whatever form it came in: settings within
-their limits, roles and kinds that fit, sequence numbers gapless from 1, every tool
-result answering an earlier call of the same conversation, text any database can store.
+their limits, roles and kinds that fit, sequence numbers gapless along every path, a
+tree of branches whose fork points hold, every tool result answering an earlier call
+of its path, text any database can store.
 """
 
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from conversations import validation
 from conversations.errors import Problem
 from conversations.tools.registry import tool_names_problems
 
 if TYPE_CHECKING:
-    from conversations.formats.importing import ImportedConversation, ImportedMessage
+    from conversations.formats.importing import (
+        ImportedBranch,
+        ImportedConversation,
+        ImportedMessage,
+    )
 
 
 def _nul_problems(value: Any, path: str) -> list[Problem]:
@@ -51,59 +57,165 @@ def conversation_problems(conversation: "ImportedConversation") -> list[Problem]
     )
 
 
+def _own_problems(message: "ImportedMessage", path: str) -> list[Problem]:
+    """What one message must satisfy wherever it sits."""
+    problems: list[Problem] = []
+    problems += validation.content_problems(message.content, path=f"{path}.content")
+    problems += validation.content_problems(
+        getattr(message, "reasoning", ""), path=f"{path}.reasoning"
+    )
+    if (getattr(message, "reasoning_ms", None) or 0) < 0:
+        problems.append(Problem(f"{path}.reasoning_ms", "must not be negative"))
+    problems += validation.usage_problems(message.usage, path=f"{path}.usage")
+    problems += _nul_problems(message.provider_payload, f"{path}.provider_payload")
+    # Checked here, not left to the database: PostgreSQL fails on an over-long varchar.
+    problems += validation.text_problems(
+        message.name or "", path=f"{path}.name", max_chars=validation.TOOL_NAME_MAX
+    )
+    problems += validation.text_problems(
+        message.tool_call_id or "",
+        path=f"{path}.tool_call_id",
+        max_chars=validation.TOOL_CALL_ID_MAX,
+    )
+    if message.kind != "message" and message.role != "system":
+        problems.append(Problem(f"{path}.kind", f"{message.kind!r} requires role 'system'"))
+    if message.tool_calls and message.role != "assistant":
+        problems.append(Problem(f"{path}.tool_calls", "only assistant messages call tools"))
+    return problems
+
+
+def _call_problems(message: "ImportedMessage", path: str, pending: dict[str, int]) -> list[Problem]:
+    """Tool calls and results along a path: `pending` holds the unanswered call ids."""
+    problems: list[Problem] = []
+    for call_index, call in enumerate(message.tool_calls):
+        call_path = f"{path}.tool_calls[{call_index}]"
+        problems += _nul_problems(call.model_dump(), call_path)
+        if not call.id:
+            problems.append(Problem(f"{call_path}.id", "must not be empty"))
+        elif call.id in pending:
+            problems.append(
+                Problem(f"{call_path}.id", f"{call.id!r} is already an unanswered call")
+            )
+        else:
+            pending[call.id] = message.seq
+        if not call.name:
+            problems.append(Problem(f"{call_path}.name", "must not be empty"))
+    if message.role == "tool":
+        if not message.tool_call_id:
+            problems.append(Problem(f"{path}.tool_call_id", "a tool message needs one"))
+        elif pending.pop(message.tool_call_id, None) is None:
+            problems.append(
+                Problem(
+                    f"{path}.tool_call_id",
+                    f"{message.tool_call_id!r} answers no earlier unanswered tool call",
+                )
+            )
+    elif message.tool_call_id:
+        problems.append(Problem(f"{path}.tool_call_id", "only tool messages carry one"))
+    return problems
+
+
 def message_problems(messages: "list[ImportedMessage]") -> list[Problem]:
+    """One line of messages: seqs gapless from 1, every result answering an earlier call."""
     problems: list[Problem] = []
     pending: dict[str, int] = {}  # unanswered call id -> seq of the assistant message
     for index, message in enumerate(messages):
         path = f"$.messages[{index}]"
+        if getattr(message, "branch_id", None) is not None:
+            problems.append(Problem(f"{path}.branch_id", "names a branch; $.branches lists none"))
         if message.seq != index + 1:
             problems.append(
                 Problem(f"{path}.seq", f"is {message.seq}; expected {index + 1} (gapless from 1)")
             )
-        problems += validation.content_problems(message.content, path=f"{path}.content")
-        problems += validation.content_problems(
-            getattr(message, "reasoning", ""), path=f"{path}.reasoning"
-        )
-        if (getattr(message, "reasoning_ms", None) or 0) < 0:
-            problems.append(Problem(f"{path}.reasoning_ms", "must not be negative"))
-        problems += validation.usage_problems(message.usage, path=f"{path}.usage")
-        problems += _nul_problems(message.provider_payload, f"{path}.provider_payload")
-        # Checked here, not left to the database: PostgreSQL fails on an over-long varchar.
-        problems += validation.text_problems(
-            message.name or "", path=f"{path}.name", max_chars=validation.TOOL_NAME_MAX
-        )
-        problems += validation.text_problems(
-            message.tool_call_id or "",
-            path=f"{path}.tool_call_id",
-            max_chars=validation.TOOL_CALL_ID_MAX,
-        )
-        if message.kind != "message" and message.role != "system":
-            problems.append(Problem(f"{path}.kind", f"{message.kind!r} requires role 'system'"))
-        if message.tool_calls and message.role != "assistant":
-            problems.append(Problem(f"{path}.tool_calls", "only assistant messages call tools"))
-        for call_index, call in enumerate(message.tool_calls):
-            call_path = f"{path}.tool_calls[{call_index}]"
-            problems += _nul_problems(call.model_dump(), call_path)
-            if not call.id:
-                problems.append(Problem(f"{call_path}.id", "must not be empty"))
-            elif call.id in pending:
-                problems.append(
-                    Problem(f"{call_path}.id", f"{call.id!r} is already an unanswered call")
-                )
-            else:
-                pending[call.id] = message.seq
-            if not call.name:
-                problems.append(Problem(f"{call_path}.name", "must not be empty"))
-        if message.role == "tool":
-            if not message.tool_call_id:
-                problems.append(Problem(f"{path}.tool_call_id", "a tool message needs one"))
-            elif pending.pop(message.tool_call_id, None) is None:
+        problems += _own_problems(message, path) + _call_problems(message, path, pending)
+    return problems
+
+
+def _branch_problems(
+    branches: "list[ImportedBranch]", counts: dict[UUID, int], active: UUID | None
+) -> list[Problem]:
+    """The tree's shape: one root first, parents before children, each fork point on
+    one of its parent's own messages (or at 0 on the root)."""
+    problems: list[Problem] = []
+    if not branches or branches[0].parent_id is not None:
+        problems.append(Problem("$.branches", "must start with the root branch (parent_id null)"))
+    seen: dict[UUID, ImportedBranch] = {}
+    for index, branch in enumerate(branches):
+        path = f"$.branches[{index}]"
+        parent = seen.get(branch.parent_id) if branch.parent_id is not None else None
+        if branch.id in seen:
+            problems.append(Problem(f"{path}.id", "is listed twice"))
+        elif index and branch.parent_id is None:
+            problems.append(Problem(f"{path}.parent_id", "a conversation has one root branch"))
+        elif branch.parent_id is not None and parent is None:
+            problems.append(Problem(f"{path}.parent_id", "names no branch listed before it"))
+        elif parent is None and branch.fork_seq != 0:
+            problems.append(Problem(f"{path}.fork_seq", "is 0 on the root branch"))
+        elif parent is not None:
+            owns = parent.fork_seq < branch.fork_seq <= parent.fork_seq + counts.get(parent.id, 0)
+            at_root = branch.fork_seq == 0 and parent.parent_id is None
+            if not (owns or at_root):
                 problems.append(
                     Problem(
-                        f"{path}.tool_call_id",
-                        f"{message.tool_call_id!r} answers no earlier unanswered tool call",
+                        f"{path}.fork_seq",
+                        f"is {branch.fork_seq}; it must name one of its parent's own messages "
+                        "(or be 0 on the root)",
                     )
                 )
-        elif message.tool_call_id:
-            problems.append(Problem(f"{path}.tool_call_id", "only tool messages carry one"))
+        seen.setdefault(branch.id, branch)
+    if active is not None and active not in seen:
+        problems.append(Problem("$.conversation.active_branch_id", "names no listed branch"))
+    return problems
+
+
+def tree_problems(
+    branches: "list[ImportedBranch]", messages: "list[ImportedMessage]", *, active: UUID | None
+) -> list[Problem]:
+    """A tree of branches: each branch's own messages listed together (in the order of
+    $.branches) with seqs gapless from its fork point, and the tool-call rule holding
+    along every path. Each path's open calls at a fork point are handed to the branches
+    forked there, so the check reads every message once."""
+    order = {branch.id: index for index, branch in enumerate(branches)}
+    counts: dict[UUID, int] = {}
+    problems: list[Problem] = []
+    last_rank = 0
+    for index, message in enumerate(messages):
+        key = getattr(message, "branch_id", None)
+        if key not in order:
+            problems.append(Problem(f"$.messages[{index}].branch_id", "names no listed branch"))
+            continue
+        if order[key] < last_rank:
+            problems.append(
+                Problem(f"$.messages[{index}].branch_id", "messages go branch by branch")
+            )
+        last_rank = order[key]
+        counts[key] = counts.get(key, 0) + 1
+    problems += _branch_problems(branches, counts, active)
+    if problems:
+        return problems
+    forks: dict[UUID, set[int]] = {}
+    for branch in branches:
+        if branch.parent_id is not None:
+            forks.setdefault(branch.parent_id, set()).add(branch.fork_seq)
+    # Open calls at each fork point: (branch, seq) -> pending calls there.
+    snapshots: dict[tuple[UUID, int], dict[str, int]] = {}
+    by_branch: dict[UUID, list[tuple[int, ImportedMessage]]] = {}
+    for index, message in enumerate(messages):
+        by_branch.setdefault(message.branch_id, []).append((index, message))  # type: ignore[attr-defined]
+    for branch in branches:
+        start = branch.fork_seq
+        pending = dict(snapshots.get((branch.parent_id, start), {})) if branch.parent_id else {}
+        wanted = forks.get(branch.id, set())
+        if start in wanted:
+            snapshots[(branch.id, start)] = dict(pending)
+        for offset, (index, message) in enumerate(by_branch.get(branch.id, [])):
+            path = f"$.messages[{index}]"
+            expected = start + offset + 1
+            if message.seq != expected:
+                problems.append(
+                    Problem(f"{path}.seq", f"is {message.seq}; expected {expected} on its branch")
+                )
+            problems += _own_problems(message, path) + _call_problems(message, path, pending)
+            if message.seq in wanted:
+                snapshots[(branch.id, message.seq)] = dict(pending)
     return problems

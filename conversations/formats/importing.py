@@ -31,7 +31,11 @@ from pydantic import ValidationError as PydanticValidationError
 from conversations import validation
 from conversations.errors import Problem, ValidationFailed
 from conversations.formats.exchange import FORMAT, VERSION
-from conversations.formats.import_checks import conversation_problems, message_problems
+from conversations.formats.import_checks import (
+    conversation_problems,
+    message_problems,
+    tree_problems,
+)
 from conversations.json_input import JsonInputError, is_too_deep, json_parse, json_problems
 from conversations.models import default_tools
 
@@ -68,6 +72,15 @@ class ImportedMessage(_Strict):
 class ImportedMessageV2(ImportedMessage):
     reasoning: str
     reasoning_ms: int | None
+    # Absent in documents written before branches: every message is on the root then.
+    branch_id: UUID | None = None
+
+
+class ImportedBranch(_Strict):
+    id: UUID
+    parent_id: UUID | None
+    fork_seq: int
+    created_at: AwareDatetime
 
 
 class ImportedConversation(_Strict):
@@ -86,6 +99,7 @@ class ImportedConversation(_Strict):
 class ImportedConversationV2(ImportedConversation):
     temperature: float | None
     max_output_tokens: int | None
+    active_branch_id: UUID | None = None
 
 
 class ImportedDocument(_Strict):
@@ -101,6 +115,8 @@ class ImportedDocumentV2(_Strict):
     version: Literal[2]
     exported_at: AwareDatetime
     conversation: ImportedConversationV2
+    # Root first, each parent before its children; absent: one line (the root).
+    branches: list[ImportedBranch] | None = None
     messages: list[ImportedMessageV2]
 
 
@@ -108,6 +124,12 @@ class ImportedDocumentV2(_Strict):
 class ParsedExport:
     conversation: ImportedConversation
     messages: list[ImportedMessage]
+    # None for a document with one line of messages.
+    branches: list[ImportedBranch] | None = None
+
+    @property
+    def active_branch_id(self) -> UUID | None:
+        return getattr(self.conversation, "active_branch_id", None)
 
 
 def _path(location: Iterable[int | str]) -> str:
@@ -161,10 +183,14 @@ def _document_parse(raw: bytes, data: Any, text_problems: list[Problem]) -> Pars
         parsed = _short_form(data, text_problems)
     else:
         parsed = _export_form(raw, data, text_problems)
+    shape = (
+        tree_problems(parsed.branches, parsed.messages, active=parsed.active_branch_id)
+        if parsed.branches is not None
+        else message_problems(parsed.messages)
+    )
     problems = text_problems + [
         problem
-        for problem in conversation_problems(parsed.conversation)
-        + message_problems(parsed.messages)
+        for problem in conversation_problems(parsed.conversation) + shape
         if problem not in text_problems
     ]
     if problems:
@@ -190,7 +216,11 @@ def _export_form(raw: bytes, data: dict[str, Any], text_problems: list[Problem])
         raise ValidationFailed(
             text_problems + [Problem(_path(error["loc"]), error["msg"]) for error in exc.errors()]
         ) from None
-    return ParsedExport(conversation=parsed.conversation, messages=list(parsed.messages))
+    return ParsedExport(
+        conversation=parsed.conversation,
+        messages=list(parsed.messages),
+        branches=getattr(parsed, "branches", None),
+    )
 
 
 # --- the short forms ---------------------------------------------------------------------

@@ -18,7 +18,8 @@ from conversations import context
 from conversations.context import HistoryMessage
 from conversations.errors import Problem, ValidationFailed
 from conversations.json_input import json_parse
-from conversations.models import Conversation, Message, Run
+from conversations.models import Branch, Conversation, Message, Run
+from conversations.selectors.branches import alternatives_at, branch_active, path_messages
 from conversations.serializers import MESSAGE_FIELDS
 
 MAX_PAGE = 200
@@ -88,52 +89,62 @@ def conversation_list(
     return Page(items=items, next_cursor=_encode_cursor(items[-1]) if more else None)
 
 
-def message_page(*, conversation: Conversation, after: int = 0, limit: int = 50) -> Page[Message]:
-    """Messages with seq > after, in order. The cursor is the last seq returned, so a page
-    never shifts when new messages are appended."""
-    limit = _clamp(limit)
+def _after_checked(after: int) -> int:
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ValidationFailed([Problem("$.after", "must be a non-negative integer")])
-    found = list(
-        Message.objects.filter(conversation=conversation, seq__gt=after).order_by("seq")[
-            : limit + 1
-        ]
-    )
+    return after
+
+
+def _branch(conversation: Conversation, branch: Branch | None) -> Branch:
+    return branch if branch is not None else branch_active(conversation=conversation)
+
+
+def message_page(
+    *, conversation: Conversation, after: int = 0, limit: int = 50, branch: Branch | None = None
+) -> Page[Message]:
+    """Messages of a branch's path (the active one by default) with seq > after, in order.
+    The cursor is the last seq returned, so a page never shifts when messages are appended.
+    Seqs are gapless along a path, so the page is one range read segment by segment."""
+    limit, after = _clamp(limit), _after_checked(after)
+    path = _branch(conversation, branch)
+    found = list(path_messages(path, after=after, last=after + limit + 1))
     more = len(found) > limit
     items = found[:limit]
     return Page(items=items, next_cursor=str(items[-1].seq) if more else None)
 
 
 def message_rows_page(
-    *, conversation: Conversation, after: int = 0, limit: int = 50
+    *, conversation: Conversation, after: int = 0, limit: int = 50, branch: Branch | None = None
 ) -> Page[dict[str, Any]]:
-    """`message_page` as plain dicts of MESSAGE_FIELDS: a 200-message API page costs a
-    third less without building a model instance per row."""
-    limit = _clamp(limit)
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-        raise ValidationFailed([Problem("$.after", "must be a non-negative integer")])
-    found = list(
-        Message.objects.filter(conversation=conversation, seq__gt=after)
-        .order_by("seq")
-        .values(*MESSAGE_FIELDS)[: limit + 1]
-    )
+    """`message_page` as plain dicts of MESSAGE_FIELDS, each with its `alternatives` (one
+    more query for the page): a 200-message API page costs a third less without building
+    a model instance per row."""
+    limit, after = _clamp(limit), _after_checked(after)
+    path = _branch(conversation, branch)
+    found = list(path_messages(path, after=after, last=after + limit + 1).values(*MESSAGE_FIELDS))
     more = len(found) > limit
     items = found[:limit]
+    choices = alternatives_at(
+        path, (row["seq"] for row in items), branch_count=conversation.branch_count
+    )
+    for row in items:
+        row["alternatives"] = choices.get(row["seq"])
     return Page(items=items, next_cursor=str(items[-1]["seq"]) if more else None)
 
 
-def history_tail(*, conversation: Conversation, max_messages: int) -> list[HistoryMessage]:
-    """The newest `max_messages` messages in seq order: one indexed range read whatever the
-    conversation's length (seq > message_count - n uses the (conversation, seq) index).
+def history_tail(
+    *, conversation: Conversation, max_messages: int, branch: Branch | None = None
+) -> list[HistoryMessage]:
+    """The newest `max_messages` messages of a branch's path in seq order: bounded range
+    reads whatever the conversation's length or number of branches.
 
     Plain tuples rather than model instances: this runs before every model call and reads
     up to a few hundred rows, where building instances costs more than the query.
     """
-    first = max(0, conversation.message_count - max_messages)
-    rows = (
-        Message.objects.filter(conversation=conversation, seq__gt=first)
-        .order_by("seq")
-        .values_list("role", "content", "tool_calls", "tool_call_id")
+    path = _branch(conversation, branch)
+    first = max(0, path.message_count - max_messages)
+    rows = path_messages(path, after=first, last=path.message_count).values_list(
+        "role", "content", "tool_calls", "tool_call_id"
     )
     return [
         HistoryMessage(role=role, content=content, tool_calls=tool_calls, tool_call_id=call_id)
@@ -142,11 +153,16 @@ def history_tail(*, conversation: Conversation, max_messages: int) -> list[Histo
 
 
 def conversation_model_input(
-    *, conversation: Conversation, token_budget: int | None = None
+    *,
+    conversation: Conversation,
+    token_budget: int | None = None,
+    branch: Branch | None = None,
 ) -> list[dict[str, Any]]:
-    """What the model is sent for the next turn (see context.py for the rules)."""
+    """What the model is sent for the next turn on a branch (see context.py for the rules)."""
     history = history_tail(
-        conversation=conversation, max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES
+        conversation=conversation,
+        max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
+        branch=branch,
     )
     return context.build_model_input(
         system_prompt=conversation.system_prompt,

@@ -4,6 +4,17 @@ Split by subject; import them from here.
 """
 
 from conversations.services.audit import audit_record, audit_record_many, audit_search_record
+from conversations.services.branches import (
+    branch_fork,
+    branch_switch,
+    message_edit_prepare,
+    reply_regenerate_prepare,
+)
+from conversations.services.chatgpt_import import (
+    ChatGPTImportReport,
+    ChatGPTImportResult,
+    conversations_import_chatgpt,
+)
 from conversations.services.common import UNSET
 from conversations.services.conversations import (
     conversation_create,
@@ -35,11 +46,15 @@ from conversations.services.usage import usage_rebuild
 
 __all__ = [
     "UNSET",
+    "ChatGPTImportReport",
+    "ChatGPTImportResult",
     "NewMessage",
     "PurgeResult",
     "audit_record",
     "audit_record_many",
     "audit_search_record",
+    "branch_fork",
+    "branch_switch",
     "context_event_add",
     "conversation_create",
     "conversation_delete",
@@ -51,12 +66,15 @@ __all__ = [
     "conversations_delete",
     "conversations_export_record",
     "conversations_flag",
+    "conversations_import_chatgpt",
     "conversations_purge",
     "conversations_unflag",
     "draft_edit_notice",
     "message_append",
+    "message_edit_prepare",
     "message_quota_take",
     "messages_append",
+    "reply_regenerate_prepare",
     "title_from_message",
     "usage_rebuild",
     "user_delete",

@@ -1,10 +1,13 @@
 """Appending messages, context events and the draft.
 
-Appends allocate `seq` under a row lock on the conversation (SELECT ... FOR UPDATE on
-PostgreSQL; an IMMEDIATE transaction on SQLite), so concurrent writers get a gapless
-1..n sequence and the counters move in the same transaction as the rows.
+Appends go to a branch (the conversation's active one unless another is named) and
+allocate `seq` from that branch's counter under a row lock on the conversation (SELECT ...
+FOR UPDATE on PostgreSQL; an IMMEDIATE transaction on SQLite), so concurrent writers get
+a gapless sequence along the path and the counters move in the same transaction as the
+rows.
 """
 
+import copy
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +20,8 @@ from django.utils import timezone
 
 from conversations import notifications, validation
 from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
-from conversations.models import Conversation, Message
+from conversations.models import Branch, Conversation, Message
+from conversations.selectors.branches import alternatives_at
 from conversations.serializers import message_payload
 from conversations.services.common import raise_if
 from conversations.services.quotas import message_quota_take
@@ -46,27 +50,49 @@ class NewMessage:
     reasoning_ms: int | None = None
 
 
-def _locked(conversation: Conversation) -> Conversation:
+def conversation_lock(conversation: Conversation) -> Conversation:
     """Re-read the conversation's mutable counters under a row lock for this transaction."""
     return (
         Conversation.objects.select_for_update()
         .only(
-            "id", "owner_id", "message_count", "title", "draft", "draft_edited", "draft_edit_count"
+            "id",
+            "owner_id",
+            "message_count",
+            "title",
+            "draft",
+            "draft_edited",
+            "draft_edit_count",
+            "active_branch_id",
+            "branch_count",
         )
         .get(pk=conversation.pk)
     )
 
 
+def branch_target(*, locked: Conversation, branch_id: UUID | None) -> Branch:
+    """The branch an append goes to, read under the conversation's lock so its counter is
+    current: the named one (it must be this conversation's) or the active one."""
+    key = branch_id or locked.active_branch_id
+    if key is None:
+        return Branch.objects.get(conversation_id=locked.pk, parent__isnull=True)
+    return Branch.objects.get(pk=key, conversation_id=locked.pk)
+
+
 def _insert(
-    *, conversation: Conversation, locked: Conversation, messages: Sequence[NewMessage]
+    *,
+    conversation: Conversation,
+    locked: Conversation,
+    messages: Sequence[NewMessage],
+    branch: Branch,
 ) -> list[Message]:
-    """Insert after the locked conversation's last seq and move its counters."""
+    """Insert after the branch's last seq and move the branch's and conversation's counters."""
     now = timezone.now()
-    start = locked.message_count
+    start = branch.message_count
     rows = [
         Message(
             id=new.id or uuid.uuid4(),
             conversation_id=conversation.pk,
+            branch_id=branch.pk,
             seq=start + offset + 1,
             role=new.role,
             kind=new.kind,
@@ -86,83 +112,153 @@ def _insert(
     Message.objects.bulk_create(rows)
     # In the same transaction: the usage dashboard counts exactly what was stored.
     usage_record(owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows)
-    count = start + len(rows)
+    Branch.objects.filter(pk=branch.pk).update(message_count=start + len(rows))
+    branch.message_count = start + len(rows)
+    total = locked.message_count + len(rows)
     Conversation.objects.filter(pk=conversation.pk).update(
-        message_count=count, last_activity_at=now
+        message_count=total, last_activity_at=now
     )
-    conversation.message_count = count
+    locked.message_count = conversation.message_count = total
     conversation.last_activity_at = now
     return rows
 
 
-def messages_append(*, conversation: Conversation, messages: Sequence[NewMessage]) -> list[Message]:
-    """Append messages in order, atomically: all get consecutive seqs or none is stored."""
+def messages_append(
+    *,
+    conversation: Conversation,
+    messages: Sequence[NewMessage],
+    branch_id: UUID | None = None,
+) -> list[Message]:
+    """Append messages in order to a branch (the active one by default), atomically: all
+    get consecutive seqs along its path or none is stored."""
     if not messages:
         return []
     with transaction.atomic():
-        return _insert(conversation=conversation, locked=_locked(conversation), messages=messages)
+        locked = conversation_lock(conversation)
+        branch = branch_target(locked=locked, branch_id=branch_id)
+        return _insert(conversation=conversation, locked=locked, messages=messages, branch=branch)
 
 
-def message_append(*, conversation: Conversation, message: NewMessage) -> Message:
-    return messages_append(conversation=conversation, messages=[message])[0]
+def message_append(
+    *, conversation: Conversation, message: NewMessage, branch_id: UUID | None = None
+) -> Message:
+    return messages_append(conversation=conversation, messages=[message], branch_id=branch_id)[0]
 
 
-def user_message_append(*, conversation: Conversation, content: str) -> Message:
-    """Store the user's next message, preceded by a draft-edit notice if one is due.
+def stored_payload(row: Message, branch: Branch, *, branch_count: int | None) -> dict[str, Any]:
+    """A message just stored, as clients see it. Only a branch's first message can have
+    alternatives at birth (it was made by an edit or a regeneration), so only it costs a
+    query."""
+    first = row.seq == branch.fork_seq + 1 and (branch.parent_id is not None or row.seq == 1)
+    if first and branch.message_count < row.seq:
+        # A branch read before the append: its path now reaches this message.
+        branch = copy.copy(branch)
+        branch.message_count = row.seq
+    choices = (
+        alternatives_at(branch, [row.seq], branch_count=branch_count).get(row.seq)
+        if first
+        else None
+    )
+    return message_payload(row, alternatives=choices)
+
+
+def content_checked(content: str) -> None:
+    raise_if(validation.content_problems(content))
+    if not content.strip():
+        raise ValidationFailed([Problem("$.content", "must not be empty")])
+
+
+def user_turn_insert(
+    *,
+    conversation: Conversation,
+    locked: Conversation,
+    branch: Branch,
+    content: str,
+    notice_after: bool = False,
+) -> Message:
+    """The user's message on `branch` with a due draft-edit notice, inside the caller's
+    transaction and lock. The notice goes before the message, or after it for an edit,
+    whose message must open its branch so it sits beside the text it replaces."""
+    message_quota_take(user_id=conversation.owner_id)
+    user = NewMessage(role=Message.Role.USER, content=content)
+    new = [user]
+    if locked.draft_edited:
+        notice = NewMessage(
+            role=Message.Role.SYSTEM,
+            kind=Message.Kind.DRAFT_EDIT,
+            content=draft_edit_notice(locked.draft),
+        )
+        new = [user, notice] if notice_after else [notice, user]
+    rows = _insert(conversation=conversation, locked=locked, messages=new, branch=branch)
+
+    changes: dict[str, Any] = {}
+    if locked.draft_edited:
+        changes["draft_edited"] = False
+    if not locked.title:
+        changes["title"] = title_from_message(content)
+    if locked.active_branch_id != branch.pk:
+        # The conversation goes on where its user wrote last.
+        changes["active_branch_id"] = branch.pk
+    if changes:
+        Conversation.objects.filter(pk=conversation.pk).update(**changes)
+        for name, value in changes.items():
+            setattr(conversation, name, value)
+            setattr(locked, name, value)
+    shown: dict[str, Any] = {}
+    if "title" in changes:
+        shown["title"] = changes["title"]
+    if "active_branch_id" in changes:
+        shown["active_branch_id"] = str(branch.pk)
+    if shown:
+        notifications.notify(conversation.pk, notifications.UPDATED, **shown)
+    for row in rows:
+        notifications.notify(
+            conversation.pk,
+            notifications.MESSAGE_STORED,
+            message=stored_payload(row, branch, branch_count=locked.branch_count),
+        )
+    return next(row for row in rows if row.role == Message.Role.USER)
+
+
+def user_message_append(
+    *, conversation: Conversation, content: str, branch_id: UUID | None = None
+) -> Message:
+    """Store the user's next message on a branch (the active one by default; a named one
+    becomes active), preceded by a draft-edit notice if one is due.
 
     The notice (`[user edited the draft to: "..."]`) tells the model *that* the user changed
     the draft and *to what*; it is stored once per edit, so the model never sees a stale one.
     The first user message also names an untitled conversation. Raises QuotaExceeded
-    when the owner's daily message quota is used up (nothing is stored then).
+    when the owner's daily message quota is used up, Branch.DoesNotExist for a branch of
+    another conversation (nothing is stored then).
     """
-    raise_if(validation.content_problems(content))
-    if not content.strip():
-        raise ValidationFailed([Problem("$.content", "must not be empty")])
+    content_checked(content)
     with transaction.atomic():
-        message_quota_take(user_id=conversation.owner_id)
-        locked = _locked(conversation)
-        new = []
-        if locked.draft_edited:
-            new.append(
-                NewMessage(
-                    role=Message.Role.SYSTEM,
-                    kind=Message.Kind.DRAFT_EDIT,
-                    content=draft_edit_notice(locked.draft),
-                )
-            )
-        new.append(NewMessage(role=Message.Role.USER, content=content))
-        rows = _insert(conversation=conversation, locked=locked, messages=new)
-
-        changes: dict[str, Any] = {}
-        if locked.draft_edited:
-            changes["draft_edited"] = False
-        if not locked.title:
-            changes["title"] = title_from_message(content)
-        if changes:
-            Conversation.objects.filter(pk=conversation.pk).update(**changes)
-            for name, value in changes.items():
-                setattr(conversation, name, value)
-        if "title" in changes:
-            notifications.notify(conversation.pk, notifications.UPDATED, title=changes["title"])
-        for row in rows:
-            notifications.notify(
-                conversation.pk, notifications.MESSAGE_STORED, message=message_payload(row)
-            )
-        return rows[-1]
+        locked = conversation_lock(conversation)
+        branch = branch_target(locked=locked, branch_id=branch_id)
+        return user_turn_insert(
+            conversation=conversation, locked=locked, branch=branch, content=content
+        )
 
 
 def context_event_add(*, conversation: Conversation, content: str) -> Message:
-    """Store a context event (a system message that starts no run), in order."""
-    raise_if(validation.content_problems(content))
-    if not content.strip():
-        raise ValidationFailed([Problem("$.content", "must not be empty")])
+    """Store a context event (a system message that starts no run) on the active branch."""
+    content_checked(content)
     with transaction.atomic():
-        event = message_append(
+        locked = conversation_lock(conversation)
+        branch = branch_target(locked=locked, branch_id=None)
+        event = _insert(
             conversation=conversation,
-            message=NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=content),
-        )
+            locked=locked,
+            branch=branch,
+            messages=[
+                NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=content)
+            ],
+        )[0]
         notifications.notify(
-            conversation.pk, notifications.MESSAGE_STORED, message=message_payload(event)
+            conversation.pk,
+            notifications.MESSAGE_STORED,
+            message=stored_payload(event, branch, branch_count=locked.branch_count),
         )
     return event
 
@@ -206,7 +302,7 @@ def conversation_draft_update(
     )
     changes: dict[str, Any] = {} if by_user else {"draft_call_id": call_id}
     with transaction.atomic():
-        locked = _locked(conversation)
+        locked = conversation_lock(conversation)
         changed = locked.draft != draft
         if changed and edits_seen is not None and locked.draft_edit_count > edits_seen:
             raise DraftEditedMeanwhile(locked.draft)

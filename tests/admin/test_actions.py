@@ -14,6 +14,7 @@ from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation, Message, Run
 from conversations.services import NewMessage
 from tests.admin.conftest import SECRET, chat, client_for, long_chat
+from tests.documents import branch_ids_relabelled
 
 pytestmark = pytest.mark.django_db
 
@@ -157,7 +158,7 @@ def test_delete_of_many_messages_is_one_statement_per_table(owner, moderator):
             actor=moderator, queryset=Conversation.objects.filter(owner=owner)
         )
     deletes = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("DELETE")]
-    assert len(deletes) == 3  # messages, runs, conversations
+    assert len(deletes) == 4  # messages, branches, runs, conversations
     assert not Conversation.objects.filter(pk__in=[c.pk for c in conversations]).exists()
     assert not Message.objects.exists()
 
@@ -202,7 +203,7 @@ def worked(owner: User, title: str) -> Conversation:
 
 
 def without_ids(document: dict) -> dict:
-    document = json.loads(json.dumps(document))
+    document = branch_ids_relabelled(json.loads(json.dumps(document)))
     document.pop("exported_at")
     document["conversation"].pop("id")
     for message in document["messages"]:

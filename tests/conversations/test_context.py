@@ -252,7 +252,8 @@ def test_model_input_reads_only_a_bounded_tail(owner, settings, django_assert_ma
     for i in range(12):
         services.user_message_append(conversation=conversation, content=f"m{i}")
 
-    with django_assert_max_num_queries(1):
+    # The branch (its length) and one range of its messages.
+    with django_assert_max_num_queries(2):
         model_input = selectors.conversation_model_input(conversation=conversation)
 
     assert [m["content"] for m in model_input] == [f"m{i}" for i in range(7, 12)]

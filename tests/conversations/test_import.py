@@ -1,6 +1,5 @@
 """Import of JSON v1 exports: every corrupt document refused whole; exact round trips."""
 
-import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,7 @@ from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation
 from conversations.services import NewMessage
 from tests.conversations.helpers import BUILTIN_TOOLS, refetch, row_counts, tool_call
+from tests.documents import branch_ids_relabelled
 
 # --- helpers -------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def _dumps(document: dict[str, Any]) -> str:
 
 def _without_ids(document: dict[str, Any]) -> dict[str, Any]:
     """An export minus what an import is allowed to change: ids and the export time."""
-    document = copy.deepcopy(document)
+    document = branch_ids_relabelled(document)
     del document["exported_at"]
     del document["conversation"]["id"]
     del document["conversation"]["forked_from"]

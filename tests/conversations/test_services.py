@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.models import User
 from conversations import services
 from conversations.errors import DraftEditedMeanwhile, ValidationFailed
-from conversations.models import Conversation, Message, Run
+from conversations.models import Branch, Conversation, Message, Run
 from conversations.services import NewMessage
 from tests.conversations.helpers import BUILTIN_TOOLS
 
@@ -149,14 +149,17 @@ def test_a_failed_append_leaves_no_gap(conversation):
 )
 def test_database_refuses_roles_and_kinds_outside_their_sets(conversation, fields):
     with pytest.raises(IntegrityError), transaction.atomic():
-        Message.objects.create(conversation=conversation, seq=1, **fields)
+        Message.objects.create(
+            conversation=conversation, branch_id=conversation.active_branch_id, seq=1, **fields
+        )
 
 
 @pytest.mark.django_db
-def test_database_refuses_a_duplicate_seq(conversation):
-    Message.objects.create(conversation=conversation, seq=1, role="user")
+def test_database_refuses_a_duplicate_seq_on_a_branch(conversation):
+    branch = conversation.active_branch_id
+    Message.objects.create(conversation=conversation, branch_id=branch, seq=1, role="user")
     with pytest.raises(IntegrityError), transaction.atomic():
-        Message.objects.create(conversation=conversation, seq=1, role="assistant")
+        Message.objects.create(conversation=conversation, branch_id=branch, seq=1, role="assistant")
 
 
 @pytest.mark.django_db
@@ -243,9 +246,12 @@ def test_context_event_starts_no_run_and_is_a_system_event(conversation):
 def _fill(conversation: Conversation, count: int) -> None:
     run = Run.objects.create(conversation=conversation, status="completed")
     now = timezone.now()
+    root = conversation.active_branch_id
+    assert root is not None
     Message.objects.bulk_create(
         Message(
             conversation=conversation,
+            branch_id=root,
             seq=i + 1,
             role="user" if i % 2 == 0 else "assistant",
             content=f"message {i}",
@@ -258,6 +264,7 @@ def _fill(conversation: Conversation, count: int) -> None:
         trigger_message=Message.objects.get(conversation=conversation, seq=1)
     )
     Conversation.objects.filter(pk=conversation.pk).update(message_count=count)
+    Branch.objects.filter(pk=root).update(message_count=count)
     conversation.refresh_from_db()
 
 

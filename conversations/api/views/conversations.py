@@ -16,12 +16,13 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
 from conversations import selectors, services
+from conversations.api import import_schema
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, idempotent, int_param, page_response
-from conversations.api.errors import ApiError
+from conversations.api.errors import ApiError, problems_details
 from conversations.api.throttles import ModelThrottle
 from conversations.engine import run_start
-from conversations.formats import exchange
+from conversations.formats import chatgpt, exchange
 from conversations.models import Conversation
 from conversations.serializers import (
     conversation_payload,
@@ -329,17 +330,19 @@ class ImportView(ApiView):
 
     @extend_schema(
         operation_id="conversations_import",
-        summary="Import a conversation",
-        description="The body is a JSON export (version 1 or 2), a minimal document "
-        '(`{"messages": [{"role", "content", "tool_calls"?, "tool_call_id"?, "name"?}], '
-        '"title"?, "system_prompt"?, "model"?, "metadata"?}`) or one line of OpenAI chat '
-        "fine-tuning JSONL; what the short forms leave out (ids, order, times, the title) is "
-        "generated and a leading system message becomes the system prompt. Everything is "
-        "checked first; each problem is reported with its JSON path and nothing is stored.",
-        request={"application/json": OpenApiTypes.OBJECT},
-        responses={201: s.ConversationOut},
+        summary="Import a conversation (or a ChatGPT export)",
+        description=import_schema.DESCRIPTION,
+        request=import_schema.REQUEST,
+        responses={201: import_schema.CREATED},
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        conversation = services.conversation_import(owner=request.user, document=request.body)  # type: ignore[arg-type]
+        owner = request.user
+        if chatgpt.chatgpt_export_detect(request.body):
+            report = services.conversations_import_chatgpt(owner=owner, document=request.body)  # type: ignore[arg-type]
+            if not report.imported:
+                details = {**problems_details(report.problems()), **report.payload()}
+                raise ApiError(400, "invalid_import", report.summary(), details)
+            return Response(report.payload(), status=201)
+        conversation = services.conversation_import(owner=owner, document=request.body)  # type: ignore[arg-type]
         return Response(conversation_payload(conversation), status=201)

@@ -1,0 +1,16 @@
+"""The errors a run ends with when the engine itself stops it, worded for the user."""
+
+
+def attempts_error(code: str, attempts: int) -> dict[str, str]:
+    return {
+        "code": code,
+        "message": f"The run stopped after {attempts} interrupted attempts at the same step.",
+    }
+
+
+def cut_short_error(limit: int) -> dict[str, str]:
+    return {
+        "code": "max_output_tokens",
+        "message": f"The reply reached its limit of {limit} tokens and was cut short. "
+        "Raise “Max output tokens” in the conversation's settings for longer replies.",
+    }

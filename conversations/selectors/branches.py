@@ -1,0 +1,209 @@
+"""Reads along a branch's path, and the alternatives at its fork points.
+
+A path is a chain of segments: each ancestor gives the seqs up to where the next branch
+forked from it, and the branch itself gives the rest (see models.Branch). The chain is
+read from the branch's `lineage`, so these reads touch only the segments a range covers:
+one indexed query per read whatever the conversation's length or number of branches.
+"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Q
+
+from conversations.models import Branch, Conversation, Message
+
+BRANCH_FIELDS = ("id", "parent_id", "fork_seq", "message_count", "created_at")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The part of a path one branch gives: seqs after `fork_seq` up to `last`."""
+
+    branch_id: UUID
+    parent_id: UUID | None
+    fork_seq: int
+    last: int
+
+
+def branch_segments(branch: Branch) -> list[Segment]:
+    """The path's segments, root first; ancestors that give no seq are left out."""
+    segments: list[Segment] = []
+    parent: UUID | None = None
+    after = 0
+    for ancestor, until in branch.lineage:
+        key = UUID(str(ancestor))
+        if until > after:
+            segments.append(Segment(key, parent, after, until))
+        parent, after = key, until
+    segments.append(Segment(branch.id, branch.parent_id, branch.fork_seq, branch.message_count))
+    return segments
+
+
+def segment_owning(branch: Branch, seq: int) -> Segment:
+    """The segment holding `seq` on the branch's path (seq 0 belongs to the root)."""
+    segments = branch_segments(branch)
+    for segment in segments:
+        if segment.fork_seq < seq <= segment.last:
+            return segment
+    return segments[0]
+
+
+def path_filter(branch: Branch, *, after: int, last: int) -> Q | None:
+    """Messages of the branch's path with after < seq <= last (None: the range is empty)."""
+    parts = [
+        Q(branch_id=s.branch_id, seq__gt=max(after, s.fork_seq), seq__lte=min(last, s.last))
+        for s in branch_segments(branch)
+        if max(after, s.fork_seq) < min(last, s.last)
+    ]
+    if not parts:
+        return None
+    combined = parts[0]
+    for part in parts[1:]:
+        combined |= part
+    return combined
+
+
+def path_messages(branch: Branch, *, after: int, last: int) -> Any:
+    """A queryset of the path's messages in the range, in seq order."""
+    condition = path_filter(branch, after=after, last=last)
+    if condition is None:
+        return Message.objects.none()
+    return Message.objects.filter(condition).order_by("seq")
+
+
+def path_last(branch: Branch, *, at_most: int, **match: Any) -> Message | None:
+    """The path's last message with seq <= at_most that matches `match`, walking the
+    segments backwards: each is an index scan that stops at the first hit."""
+    for segment in reversed(branch_segments(branch)):
+        if segment.fork_seq >= at_most:
+            continue
+        found = (
+            Message.objects.filter(
+                branch_id=segment.branch_id,
+                seq__gt=segment.fork_seq,
+                seq__lte=min(at_most, segment.last),
+                **match,
+            )
+            .order_by("-seq")
+            .first()
+        )
+        if found is not None:
+            return found
+    return None
+
+
+def branch_get(*, conversation: Conversation, branch_id: UUID | str | None) -> Branch:
+    """The conversation's branch (its active one for None), or Branch.DoesNotExist."""
+    if branch_id is None:
+        return branch_active(conversation=conversation)
+    try:
+        key = UUID(str(branch_id))
+    except ValueError:
+        raise Branch.DoesNotExist from None
+    return Branch.objects.get(pk=key, conversation=conversation)
+
+
+def branch_active(*, conversation: Conversation) -> Branch:
+    """The branch the conversation shows: read fresh, since its counter moves on append."""
+    if conversation.active_branch_id is not None:
+        found = Branch.objects.filter(pk=conversation.active_branch_id).first()
+        if found is not None:
+            return found
+    return Branch.objects.get(conversation=conversation, parent__isnull=True)
+
+
+def branches_list(*, conversation: Conversation) -> list[dict[str, Any]]:
+    """Every branch of the conversation, the root first, then in order of creation."""
+    rows = Branch.objects.filter(conversation=conversation).values(*BRANCH_FIELDS)
+    return sorted(rows, key=lambda r: (r["parent_id"] is not None, r["created_at"], str(r["id"])))
+
+
+def branch_count(*, conversation: Conversation) -> int:
+    return Branch.objects.filter(conversation=conversation).count()
+
+
+def message_get(*, conversation: Conversation, message_id: UUID | str) -> Message:
+    """One of the conversation's messages, on any branch, or Message.DoesNotExist."""
+    try:
+        key = UUID(str(message_id))
+    except ValueError:
+        raise Message.DoesNotExist from None
+    return Message.objects.select_related("branch").get(pk=key, conversation=conversation)
+
+
+def _fork_point(segment: Segment, seq: int) -> tuple[UUID, int]:
+    """Where a message at `seq` of `segment` has its alternatives: (owner, seq - 1).
+
+    A branch's first message is an alternative of its parent's message at that seq and
+    of its siblings' first messages; any later message, of the children forked just
+    before it.
+    """
+    if segment.parent_id is not None and seq == segment.fork_seq + 1:
+        return segment.parent_id, seq - 1
+    return segment.branch_id, seq - 1
+
+
+def alternatives_at(
+    branch: Branch, seqs: Iterable[int], *, branch_count: int | None = None
+) -> dict[int, dict[str, Any] | None]:
+    """For messages at these seqs of the branch's path: the alternatives a client draws
+    as `< index+1/count >`, or None where there are none. One query for any number.
+
+    The choices at a fork point are the owner's own message there (if it has one) and
+    every child branch forked there that holds a message, oldest first; switching to one
+    shows that branch's path.
+    """
+    wanted = sorted(set(seqs))
+    if not wanted or branch_count == 1:
+        # One branch: nothing to choose from, and no query to find that out.
+        return dict.fromkeys(wanted)
+    segments = branch_segments(branch)
+    where: dict[int, tuple[Segment, tuple[UUID, int]]] = {}
+    for seq in wanted:
+        segment = next((s for s in segments if s.fork_seq < seq <= s.last), None)
+        if segment is not None:
+            where[seq] = (segment, _fork_point(segment, seq))
+    points = {point for _, point in where.values()}
+    owners_needed = {
+        owner for (segment, (owner, _)) in where.values() if owner != segment.branch_id
+    }
+    condition = Q(parent_id__in={owner for owner, _ in points}, fork_seq__in={f for _, f in points})
+    if owners_needed:
+        condition |= Q(pk__in=owners_needed)
+    rows = list(Branch.objects.filter(condition).values(*BRANCH_FIELDS))
+    return {
+        seq: _choices(rows, owner=owner, fork_seq=fork_seq, mine=segment.branch_id)
+        for seq, (segment, (owner, fork_seq)) in where.items()
+    }
+
+
+def _choices(
+    rows: Sequence[Mapping[str, Any]], *, owner: UUID, fork_seq: int, mine: UUID
+) -> dict[str, Any] | None:
+    children = sorted(
+        (
+            r
+            for r in rows
+            if r["parent_id"] == owner
+            and r["fork_seq"] == fork_seq
+            and (r["message_count"] > fork_seq or r["id"] == mine)
+        ),
+        key=lambda r: (r["created_at"], str(r["id"])),
+    )
+    ids = [r["id"] for r in children]
+    owner_row = next((r for r in rows if r["id"] == owner), None)
+    owner_has_one = mine == owner or (
+        owner_row is not None and owner_row["message_count"] > fork_seq
+    )
+    if owner_has_one:
+        ids.insert(0, owner)
+    if len(ids) < 2:
+        return None
+    return {
+        "index": ids.index(mine),
+        "count": len(ids),
+        "branch_ids": [str(key) for key in ids],
+    }
