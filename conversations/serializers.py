@@ -107,6 +107,7 @@ def run_payload(run: Run) -> dict[str, Any]:
     return {
         "id": str(run.id),
         "conversation_id": str(run.conversation_id),
+        "branch_id": _key(run.branch_id),
         "status": run.status,
         "model": run.model,
         "iterations": run.iterations,
@@ -143,6 +144,7 @@ def conversation_payload(conversation: Conversation) -> dict[str, Any]:
         **conversation_export_dict(conversation),
         "draft_edited": conversation.draft_edited,
         "message_count": conversation.message_count,
+        "branch_count": conversation.branch_count,
         "archived": conversation.archived_at is not None,
         "archived_at": when(conversation.archived_at),
         "last_activity_at": when(conversation.last_activity_at),
