@@ -15,7 +15,8 @@ function csrfToken() {
   return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : "";
 }
 
-// `path` is relative to /api/v1/, or a whole `next` link from a list answer.
+// `path` is relative to /api/v1/, or a whole `next` link from a list answer. `body` is
+// sent as JSON; a Blob (a chosen file) is sent as it is, as JSON.
 export async function api(path, { method = "GET", body } = {}) {
   const url = /^(https?:)?\//.test(path) ? path : `/api/v1/${path}`;
   const headers = { Accept: "application/json" };
@@ -27,7 +28,7 @@ export async function api(path, { method = "GET", body } = {}) {
       method,
       headers,
       credentials: "same-origin",
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined || body instanceof Blob ? body : JSON.stringify(body),
     });
   } catch {
     throw new ApiError(0, "network", "The server cannot be reached. Check your connection.");

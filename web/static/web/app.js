@@ -1,8 +1,15 @@
 // The chat page: wires the sidebar, the transcript, the composer, the draft panel and the
 // conversation websocket together. All state changes go through the REST API or the
 // socket; the server's run events are the single source of what the reply says.
+// Opening another conversation (the sidebar, New chat, back and forward, a fork, an import)
+// happens in place: the page stays, its parts are emptied and filled again.
+import { MessageActions } from "./actions.js";
 import { api } from "./api.js";
 import { DraftPanel } from "./draft.js";
+import { runEventHandler } from "./events.js";
+import { Importer } from "./importer.js";
+import { Navigation } from "./navigation.js";
+import { setSidebar, setUpPanels } from "./panels.js";
 import { editSettings } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ConversationSocket } from "./socket.js";
@@ -10,7 +17,6 @@ import { Transcript } from "./transcript.js";
 
 const config = JSON.parse(document.getElementById("parley-config").textContent);
 const HISTORY_PAGE = 50;
-const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.incomplete"]);
 const CONNECTION_TEXT = {
   idle: "",
   connecting: "Connecting…",
@@ -37,6 +43,7 @@ const state = {
   loadingOlder: false,
   creating: null,
   opening: null,
+  shown: 0, // which opening is current: answers for an earlier one are dropped
 };
 
 const transcript = new Transcript(messagesBox);
@@ -45,8 +52,17 @@ const sidebar = new Sidebar({
   currentId: config.conversationId,
   notify: (text) => flash(text),
   onChanged: (conversation) => setConversation(conversation),
-  onDeleted: () => location.assign("/chat/"),
+  onDeleted: () => navigation.go(null),
 });
+const navigation = new Navigation({ load: (id) => show(id) });
+const handleRunEvent = runEventHandler({ state, transcript, draft, setActiveRun });
+// A fork or an imported conversation opens like any other, and is listed first.
+const openNew = (conversation) => {
+  sidebar.touch(conversation);
+  navigation.go(conversation.id);
+};
+new MessageActions(messagesBox, { transcript, conversation: () => state.conversation, onForked: openNew });
+new Importer({ onImported: openNew, onReport: () => sidebar.reload() });
 
 // --- connection indicator ------------------------------------------------------------------
 
@@ -66,9 +82,35 @@ function flash(text) {
 
 function setConversation(conversation) {
   state.conversation = conversation;
+  if (!conversation) {
+    $("chat-title").textContent = "New chat";
+    document.title = "Parley";
+    return;
+  }
   const title = conversation.title || "Untitled";
   $("chat-title").textContent = title;
   document.title = `${title} · Parley`;
+}
+
+// Show another conversation (null: a new chat) in place of the open one.
+function show(conversationId) {
+  state.shown += 1;
+  if (state.socket) state.socket.close();
+  state.socket = null;
+  Object.assign(state, { activeRun: null, loadingOlder: false, creating: null, opening: null });
+  state.cursors.clear();
+  state.ended.clear();
+  transcript.reset();
+  setConversation(null);
+  showConnection("idle");
+  sendButton.disabled = false;
+  setActiveRun(null);
+  composerStatus.textContent = "";
+  sidebar.setCurrent(conversationId);
+  setSidebar(false);
+  draft.reset();
+  if (conversationId) state.opening = open(conversationId);
+  input.focus();
 }
 
 // A new chat becomes a stored conversation on its first message, draft save or settings
@@ -85,10 +127,12 @@ async function ensureConversation() {
 }
 
 async function createConversation() {
+  const shown = state.shown;
   const conversation = await api("conversations/", { method: "POST", body: {} });
+  if (shown !== state.shown) return conversation; // another conversation was opened meanwhile
   setConversation(conversation);
-  history.replaceState(null, "", `/chat/${conversation.id}/`);
-  sidebar.currentId = conversation.id;
+  navigation.replace(conversation.id);
+  sidebar.setCurrent(conversation.id);
   sidebar.touch(conversation);
   connect();
   // Listen before the first message is sent, so even a very fast reply is seen whole.
@@ -97,17 +141,21 @@ async function createConversation() {
 }
 
 async function open(conversationId) {
+  const shown = state.shown;
   let detail;
+  let page;
   try {
     detail = await api(`conversations/${conversationId}/`);
+    if (shown !== state.shown) return;
+    setConversation(detail);
+    draft.load(detail.draft);
+    const after = Math.max(0, detail.message_count - HISTORY_PAGE);
+    page = await api(`conversations/${conversationId}/messages/?after=${after}&limit=${HISTORY_PAGE}`);
   } catch (error) {
-    transcript.note(error.message, "error");
+    if (shown === state.shown) transcript.note(error.message, "error");
     return;
   }
-  setConversation(detail);
-  draft.load(detail.draft);
-  const after = Math.max(0, detail.message_count - HISTORY_PAGE);
-  const page = await api(`conversations/${conversationId}/messages/?after=${after}&limit=${HISTORY_PAGE}`);
+  if (shown !== state.shown) return;
   for (const message of page.results) transcript.addStored(message);
   transcript.scrollToBottom();
   if (detail.active_run) setActiveRun(detail.active_run);
@@ -115,11 +163,13 @@ async function open(conversationId) {
 }
 
 function connect() {
-  state.socket = new ConversationSocket(state.conversation.id, {
-    onFrame: handleFrame,
-    onStatus: showConnection,
+  // Frames and status of a socket closed for another conversation change nothing.
+  const socket = new ConversationSocket(state.conversation.id, {
+    onFrame: (frame) => state.socket === socket && handleFrame(frame),
+    onStatus: (status, delay) => state.socket === socket && showConnection(status, delay),
   });
-  state.socket.connect();
+  state.socket = socket;
+  socket.connect();
 }
 
 // Older messages load when the reader scrolls to the top (seq is gapless, so the page
@@ -132,8 +182,9 @@ messagesBox.addEventListener("scroll", async () => {
   try {
     const after = Math.max(0, oldest - 1 - HISTORY_PAGE);
     const limit = oldest - 1 - after;
-    const page = await api(`conversations/${state.conversation.id}/messages/?after=${after}&limit=${limit}`);
-    transcript.prependPage(page.results);
+    const id = state.conversation.id;
+    const page = await api(`conversations/${id}/messages/?after=${after}&limit=${limit}`);
+    if (state.conversation && state.conversation.id === id) transcript.prependPage(page.results);
   } catch (error) {
     flash(error.message);
   } finally {
@@ -201,6 +252,7 @@ async function catchUp({ reconnected, active_run_id: activeRunId }) {
   const id = state.conversation.id;
   try {
     const page = await api(`conversations/${id}/messages/?after=${transcript.newestSeq}&limit=200`);
+    if (!state.conversation || state.conversation.id !== id) return;
     for (const message of page.results) transcript.addStored(message);
   } catch {
     // The next reconnect tries again.
@@ -211,69 +263,6 @@ async function catchUp({ reconnected, active_run_id: activeRunId }) {
   } else if (!activeRunId && state.activeRun) {
     setActiveRun(null);
   }
-}
-
-function handleRunEvent(event) {
-  const seen = state.cursors.get(event.run_id);
-  if (seen !== undefined && event.sequence_number <= seen) return; // already handled
-  state.cursors.set(event.run_id, event.sequence_number);
-  state.socket.resume = TERMINAL.has(event.type)
-    ? null
-    : { runId: event.run_id, after: event.sequence_number };
-  switch (event.type) {
-    case "run.created":
-    case "run.in_progress":
-      setActiveRun(event.run);
-      break;
-    case "message.created":
-      transcript.streamStart(event.message_id);
-      transcript.scrollToBottom();
-      break;
-    case "message.delta":
-      transcript.streamDelta(event.message_id, event.delta);
-      break;
-    case "reasoning.delta":
-      transcript.reasoningDelta(event.message_id, event.delta);
-      break;
-    case "tool_call.created":
-      transcript.toolCard(event.message_id, event.call_id, event.name);
-      break;
-    case "tool_call.arguments.delta":
-      transcript.toolArguments(event.call_id, event.delta);
-      break;
-    case "tool_call.completed":
-      transcript.toolArguments(event.call_id, event.arguments, { complete: true });
-      break;
-    case "tool_result.completed":
-      transcript.toolResult(event.call_id, null, event.output, event.is_error);
-      break;
-    case "message.completed":
-      transcript.addStored(event.message);
-      break;
-    case "draft.updated":
-      draft.changed(event.draft, "assistant");
-      transcript.note("Parley updated the draft.", "draft");
-      break;
-    default:
-      if (TERMINAL.has(event.type)) runEnded(event);
-  }
-}
-
-function runEnded(event) {
-  const run = event.run || {};
-  state.ended.add(event.run_id);
-  if (event.type === "run.failed") {
-    const reason = run.error ? run.error.message : "The reply failed.";
-    transcript.streamAbandon("Not saved: the reply failed.");
-    transcript.note(`The reply failed: ${reason}`, "error");
-  } else if (event.type === "run.cancelled") {
-    transcript.note("Stopped.", "info");
-  } else if (event.type === "run.incomplete") {
-    // The run says why it stopped early: the reply's token limit or too many tool rounds.
-    const reason = run.error ? run.error.message : "Parley stopped after too many tool calls in one reply.";
-    transcript.note(reason, "incomplete");
-  }
-  if (state.activeRun && state.activeRun.id === event.run_id) setActiveRun(null);
 }
 
 // --- the composer ------------------------------------------------------------------------
@@ -317,17 +306,21 @@ async function send() {
   transcript.scrollToBottom();
   // Disabled at once: the run's own events follow within milliseconds.
   setActiveRun({ id: "pending", status: "queued" });
+  const shown = state.shown;
   try {
     const conversation = await ensureConversation();
+    if (shown !== state.shown) return;
     const clientId = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
     const answer = await api(`conversations/${conversation.id}/messages/`, {
       method: "POST",
       body: { content, client_id: clientId },
     });
+    if (shown !== state.shown) return;
     transcript.addStored(answer.message);
     if (!state.activeRun || state.activeRun.id === "pending") setActiveRun(answer.run);
     sidebar.touch({ ...state.conversation, last_activity_at: answer.message.created_at });
   } catch (error) {
+    if (shown !== state.shown) return;
     pending.remove();
     input.value = content;
     autosize();
@@ -382,21 +375,9 @@ $("settings-button").addEventListener("click", async () => {
   }
 });
 
-$("draft-toggle").addEventListener("click", (event) => {
-  const hidden = document.body.classList.toggle("draft-hidden");
-  event.currentTarget.setAttribute("aria-expanded", String(!hidden));
-});
-
-function setSidebar(open) {
-  document.body.classList.toggle("sidebar-open", open);
-  $("sidebar-toggle").setAttribute("aria-expanded", String(open));
-  $("backdrop").hidden = !open;
-}
-$("sidebar-toggle").addEventListener("click", () => setSidebar(!document.body.classList.contains("sidebar-open")));
-$("backdrop").addEventListener("click", () => setSidebar(false));
-
 // --- start ---------------------------------------------------------------------------------
 
+setUpPanels();
 sidebar.reload();
 if (config.conversationId) {
   state.opening = open(config.conversationId);
@@ -404,7 +385,3 @@ if (config.conversationId) {
   draft.load("");
 }
 input.focus();
-if (matchMedia("(max-width: 900px)").matches) {
-  document.body.classList.add("draft-hidden");
-  $("draft-toggle").setAttribute("aria-expanded", "false");
-}

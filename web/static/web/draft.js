@@ -36,6 +36,12 @@ export class DraftPanel {
     this.status.textContent = "";
   }
 
+  // Another conversation is opened: its draft is loaded next (a new chat's stays empty).
+  reset() {
+    this.touched = false;
+    this.load("");
+  }
+
   // A change from elsewhere; `by` is "assistant" or "user" (another tab).
   changed(text, by) {
     if (text === this.saved) return;

@@ -116,5 +116,21 @@ export function renderMarkdown(text) {
   }
   const container = doc.createElement("div");
   container.append(fragment);
+  for (const pre of container.querySelectorAll("pre")) withCopyButton(doc, pre);
   return container.innerHTML;
+}
+
+// Every code block gets a Copy button (added after sanitising: the page's own markup, its
+// clicks handled in actions.js). Its word comes from the style sheet, so the reply's text
+// stays the reply's.
+function withCopyButton(doc, pre) {
+  const block = doc.createElement("div");
+  block.className = "code-block";
+  const button = doc.createElement("button");
+  button.type = "button";
+  button.className = "copy-code";
+  button.setAttribute("aria-label", "Copy code");
+  button.dataset.label = "Copy";
+  pre.replaceWith(block);
+  block.append(button, pre);
 }

@@ -129,6 +129,16 @@ export class Sidebar {
     return item;
   }
 
+  // Another conversation is open (null: a new chat): the list marks it.
+  setCurrent(id) {
+    this.currentId = id;
+    for (const [key, item] of this.items) {
+      const link = item.querySelector("a.conversation-link");
+      if (key === id) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+  }
+
   // The open conversation got a new title or new activity: show it first.
   touch(conversation) {
     if (this.search.value.trim() || this.archived) {

@@ -1,7 +1,10 @@
 // The message list. Every element is keyed by message id (tool cards by call id), so a
 // message that arrives twice — from history and from a replayed run, or from two
-// notifications — is drawn once, in place.
+// notifications — is drawn once, in place. An assistant's messages of one reply are
+// parts of one turn (see turns.js).
 import { renderMarkdown } from "./markdown.js";
+import { storedThoughts, thoughtsBox, thoughtsLabel } from "./thoughts.js";
+import { addPart, adoptCard, joinAcrossPage, newPart, settleTurn, turnFor, withActions } from "./turns.js";
 
 const ROLE_LABEL = { user: "You", assistant: "Parley", tool: "Tool", system: "Note" };
 
@@ -13,6 +16,7 @@ export class Transcript {
     this.byId = new Map();
     this.cards = new Map();
     this.streams = new Map(); // message id -> {element, target, shown, done}
+    this.raw = new WeakMap(); // element -> the message's text as written (for Copy)
     this.oldestSeq = null;
     this.newestSeq = 0;
     this.ticking = false;
@@ -28,19 +32,22 @@ export class Transcript {
       if (this.oldestSeq === null || message.seq < this.oldestSeq) this.oldestSeq = message.seq;
     }
     if (message.role === "tool") {
-      this.toolResult(message.tool_call_id, message.name, message.content,
+      const card = this.toolResult(message.tool_call_id, message.name, message.content,
         Boolean(message.provider_payload && message.provider_payload.is_error), { prepend });
+      stamp(card, message);
       return;
     }
     let element = this.byId.get(message.id);
     if (!element && message.role === "user") element = this.adoptPending(message);
+    if (!element && message.role === "assistant") element = this.part(message.id, prepend);
     if (!element) {
       element = this.create(message.role, message.kind, message.id);
       this.place(element, prepend);
     }
-    element.dataset.seq = message.seq || "";
+    stamp(element, message);
+    this.raw.set(element, message.content);
     if (message.role === "assistant") {
-      this.storedThoughts(element, message);
+      storedThoughts(element, message);
       const stream = this.streams.get(message.id);
       if (stream) {
         // Let the smooth reveal finish on the stored text, which is the truth.
@@ -65,6 +72,8 @@ export class Transcript {
     }
   }
 
+  // A message entry: the role, then (except for an assistant turn, whose parts hold the
+  // text) the content, then the message's actions.
   create(role, kind, id) {
     const element = document.createElement("article");
     element.className = `message ${role}${kind && kind !== "message" ? ` ${kind}` : ""}`;
@@ -75,15 +84,22 @@ export class Transcript {
     const label = document.createElement("div");
     label.className = "role";
     label.textContent = ROLE_LABEL[role] || role;
-    const content = document.createElement("div");
-    content.className = role === "assistant" ? "content markdown" : "content";
-    element.append(label, content);
-    if (role === "assistant") {
-      const cards = document.createElement("div");
-      cards.className = "tool-cards";
-      element.append(cards);
+    element.append(label);
+    if (role !== "assistant") {
+      const content = document.createElement("div");
+      content.className = "content";
+      element.append(content);
     }
-    return element;
+    return withActions(element);
+  }
+
+  // An assistant message: a new part at the end of the last turn, or of a new one.
+  part(id, prepend = false) {
+    const part = newPart(id);
+    if (id) this.byId.set(id, part);
+    const holder = prepend ? this.batch : this.container;
+    addPart(turnFor(holder, this.top, () => this.create("assistant", "message", null)), part);
+    return part;
   }
 
   setPlain(element, message) {
@@ -110,8 +126,39 @@ export class Transcript {
     const before = this.container.scrollHeight;
     this.batch = document.createDocumentFragment();
     for (const message of messages) this.addStored(message, { prepend: true });
+    const last = this.batch.lastElementChild;
     this.top.after(this.batch);
+    let next = last && last.nextElementSibling;
+    if (next === this.empty) next = next.nextElementSibling;
+    joinAcrossPage(last, next);
     this.container.scrollTop += this.container.scrollHeight - before;
+  }
+
+  // Another conversation is opened: the list starts empty.
+  reset() {
+    for (const child of [...this.container.children]) {
+      if (child !== this.top && child !== this.empty) child.remove();
+    }
+    this.empty.hidden = false;
+    this.byId.clear();
+    this.cards.clear();
+    this.streams.clear();
+    this.raw = new WeakMap();
+    this.oldestSeq = null;
+    this.newestSeq = 0;
+  }
+
+  // What an entry's Copy button copies: the text as written (a reply's Markdown source;
+  // a turn's parts, one paragraph each), a reply still streaming as far as it has come.
+  textOf(article) {
+    if (!article.classList.contains("assistant")) {
+      return this.raw.get(article) ?? article.dataset.pending ?? "";
+    }
+    const texts = [...article.querySelectorAll(".part")].map((part) => {
+      const stream = part.dataset.id && this.streams.get(part.dataset.id);
+      return stream ? stream.target : this.raw.get(part) || "";
+    });
+    return texts.filter((text) => text.trim()).join("\n\n");
   }
 
   // --- the user's own message before the server has stored it ---------------------------
@@ -121,6 +168,7 @@ export class Transcript {
     const element = this.create("user", "message", null);
     element.classList.add("pending");
     element.dataset.pending = content;
+    this.raw.set(element, content);
     element.querySelector(".content").textContent = content;
     this.container.append(element);
     return element;
@@ -143,12 +191,9 @@ export class Transcript {
 
   streamStart(messageId) {
     this.empty.hidden = true;
-    let element = this.byId.get(messageId);
-    if (!element) {
-      element = this.create("assistant", "message", messageId);
-      this.container.append(element);
-    }
+    const element = this.byId.get(messageId) || this.part(messageId);
     element.classList.add("streaming");
+    element.closest("article").classList.add("streaming");
     // A retried step announces the same message again: its text starts afresh.
     const stream = { element, target: "", shown: 0, done: false, thinkingSince: null };
     this.streams.set(messageId, stream);
@@ -164,7 +209,7 @@ export class Transcript {
     if (stream.thinkingSince !== null) {
       // The answer has begun: the thinking is over. The stored message brings the
       // server's own measure when it is saved.
-      this.thoughtsLabel(stream.element, performance.now() - stream.thinkingSince);
+      thoughtsLabel(stream.element, performance.now() - stream.thinkingSince);
       stream.thinkingSince = null;
     }
     stream.target += delta;
@@ -180,7 +225,7 @@ export class Transcript {
   reasoningDelta(messageId, delta) {
     if (!this.streams.has(messageId)) this.streamStart(messageId);
     const stream = this.streams.get(messageId);
-    const box = this.thoughts(stream.element);
+    const box = thoughtsBox(stream.element);
     if (stream.thinkingSince === null && !box.dataset.done) {
       stream.thinkingSince = performance.now();
       box.classList.add("thinking");
@@ -191,40 +236,6 @@ export class Transcript {
     if (stick) this.scrollToBottom();
   }
 
-  storedThoughts(element, message) {
-    const existing = element.querySelector("details.reasoning");
-    if (!message.reasoning) {
-      if (existing) existing.remove();
-      return;
-    }
-    const box = existing || this.thoughts(element);
-    box.querySelector(".reasoning-text").textContent = message.reasoning; // the truth
-    this.thoughtsLabel(element, message.reasoning_ms);
-  }
-
-  thoughts(element) {
-    let box = element.querySelector("details.reasoning");
-    if (!box) {
-      box = document.createElement("details");
-      box.className = "reasoning";
-      const summary = document.createElement("summary");
-      const text = document.createElement("div");
-      text.className = "reasoning-text";
-      box.append(summary, text);
-      element.querySelector(".content").before(box);
-    }
-    return box;
-  }
-
-  thoughtsLabel(element, ms) {
-    const box = this.thoughts(element);
-    box.classList.remove("thinking");
-    box.dataset.done = "true";
-    const seconds = typeof ms === "number" ? Math.max(1, Math.round(ms / 1000)) : null;
-    box.querySelector("summary").textContent =
-      seconds === null ? "Thought before answering" : `Thought for ${seconds} s`;
-  }
-
   // The run ended without storing this message (failure): keep the text, say so.
   streamAbandon(note) {
     for (const [id, stream] of this.streams) {
@@ -233,6 +244,9 @@ export class Transcript {
         stream.element.classList.add("unsaved");
         stream.element.title = note;
       }
+      stream.element.classList.remove("streaming");
+      settleTurn(stream.element);
+      this.raw.set(stream.element, stream.target);
       this.streams.delete(id);
       stream.shown = stream.target.length;
       this.paint(stream);
@@ -260,6 +274,7 @@ export class Transcript {
         if (stream.shown < stream.target.length) pending = true;
         else if (stream.done) {
           stream.element.classList.remove("streaming");
+          settleTurn(stream.element);
           this.streams.delete(id);
         }
       }
@@ -282,14 +297,13 @@ export class Transcript {
   // --- tool cards -------------------------------------------------------------------------
 
   toolCard(messageId, callId, name) {
+    const owner = this.byId.get(messageId) || this.part(messageId);
     const existing = this.cards.get(callId);
-    if (existing) return existing;
-    const card = this.buildCard(callId, name);
-    let owner = this.byId.get(messageId);
-    if (!owner) {
-      owner = this.create("assistant", "message", messageId);
-      this.container.append(owner);
+    if (existing) {
+      adoptCard(existing, owner);
+      return existing;
     }
+    const card = this.buildCard(callId, name);
     owner.querySelector(".tool-cards").append(card);
     return card;
   }
@@ -329,8 +343,7 @@ export class Transcript {
     let card = this.cards.get(callId);
     if (!card) {
       // Its call is on an older page of history: show the result on its own.
-      const holder = this.create("assistant", "message", null);
-      this.place(holder, prepend);
+      const holder = this.part(null, prepend);
       card = this.buildCard(callId, name || "tool");
       holder.querySelector(".tool-cards").append(card);
       card.querySelector(".tool-args").textContent = "(earlier)";
@@ -338,6 +351,7 @@ export class Transcript {
     card.dataset.state = isError ? "error" : "done";
     card.querySelector(".tool-state").textContent = isError ? "failed" : "done";
     card.querySelector(".tool-result").textContent = output;
+    return card;
   }
 
   // A reply that reached its token limit says so on itself, also after a reload (the run's
@@ -370,5 +384,14 @@ export class Transcript {
 
   scrollToBottom() {
     this.container.scrollTop = this.container.scrollHeight;
+  }
+}
+
+// Where a stored message sits (for "Fork to new chat"): its seq, and its branch when the
+// server says (older servers do not).
+function stamp(element, message) {
+  element.dataset.seq = message.seq || "";
+  if (typeof message.branch_id === "string" && message.branch_id) {
+    element.dataset.branchId = message.branch_id;
   }
 }
