@@ -70,6 +70,7 @@ test: lint imports typecheck migrations-check pytest
 
 bench: install
 	$(BIN)/python -m bench.state
+	$(BIN)/python -m bench.branches
 
 clean:
 	rm -rf $(VENV) staticfiles var .mypy_cache .pytest_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache

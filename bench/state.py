@@ -108,10 +108,16 @@ def rows(
     """`size` messages in seq order. Each user message comes with the completed Run it
     triggered; the assistant and tool messages of that turn carry the run's id."""
     start = conversation.last_activity_at - timedelta(seconds=size)
+    root = conversation.active_branch_id  # the root branch, made with the conversation
+    assert root is not None
     run: Run | None = None
     for seq, fields in enumerate(itertools.islice(turns(rng), size), start=1):
         message = Message(
-            conversation=conversation, seq=seq, created_at=start + timedelta(seconds=seq), **fields
+            conversation=conversation,
+            branch_id=root,
+            seq=seq,
+            created_at=start + timedelta(seconds=seq),
+            **fields,
         )
         if message.role == Message.Role.USER:
             run = Run(

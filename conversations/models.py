@@ -79,7 +79,8 @@ class Conversation(models.Model):
     )
     # How many branches it has (1 until the first edit or regeneration): lists show it,
     # and a conversation of one branch has no alternatives to look up.
-    branch_count = models.PositiveIntegerField(default=1)
+    # Also the database's default, so a release that never names it can create conversations.
+    branch_count = models.PositiveIntegerField(default=1, db_default=1)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now)
@@ -196,6 +197,8 @@ class Branch(models.Model):
         indexes = [
             # A fork point's alternatives: the children of a branch forked at one seq.
             models.Index(fields=["parent", "fork_seq"], name="branch_fork_point"),
+            # The branch list, a page at a time, oldest first.
+            models.Index(fields=["conversation", "created_at", "id"], name="branch_list"),
         ]
 
     def __str__(self) -> str:

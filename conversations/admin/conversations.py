@@ -6,13 +6,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from accounts.models import User
-from conversations import services
+from conversations import selectors, services
 from conversations.admin import actions, usage
 from conversations.admin.common import actor, can_read_transcripts
 from conversations.admin.owner_form import OwnerForm
@@ -26,6 +27,8 @@ from conversations.models import Conversation, Run
 MODEL_FILTER_SAMPLE = 1000
 # Users one search term may name (a username is unique; emails need not be).
 OWNER_MATCHES = 100
+# Branches listed on a conversation's detail page; the rest are counted, not listed.
+BRANCHES_SHOWN = 200
 
 
 class ArchivedFilter(admin.SimpleListFilter):
@@ -115,6 +118,8 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         "title_or_id",
         "owner_link",
         "message_count",
+        # A column of the row itself: no query per conversation listed.
+        "branch_count",
         "last_activity_at",
         "flagged",
         "active_run",
@@ -157,6 +162,7 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         "tools",
         "metadata",
         "message_count",
+        "branch_count",
         "created_at",
         "updated_at",
         "last_activity_at",
@@ -318,9 +324,17 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        # Looked up once for the title and the branches; Django's own view still decides
+        # who may see the page (and answers a missing conversation).
+        conversation = (
+            self.get_object(request, unquote(object_id))
+            if self.has_view_or_change_permission(request)
+            else None
+        )
         context = {
             **(extra_context or {}),
-            **self._label_context(request, object_id),
+            **self._label_context(request, conversation),
+            **self._branches_context(conversation),
             "can_read_transcripts": can_read_transcripts(request),
         }
         return super().change_view(request, object_id, form_url, extra_context=context)
@@ -328,18 +342,29 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        context = {**(extra_context or {}), **self._label_context(request, object_id)}
+        conversation = (
+            self.get_object(request, unquote(object_id)) if can_read_transcripts(request) else None
+        )
+        context = {**(extra_context or {}), **self._label_context(request, conversation)}
         if "conversation_label" in context:
             context["title"] = f"Change history: {context['conversation_label']}"
         return super().history_view(request, object_id, extra_context=context)
 
-    def _label_context(self, request: HttpRequest, object_id: str) -> dict[str, str]:
+    def _label_context(
+        self, request: HttpRequest, conversation: Conversation | None
+    ) -> dict[str, str]:
         """Page titles and breadcrumbs name the conversation by its title only for those
         who may read message text (the models' own label never carries it)."""
-        if not can_read_transcripts(request):
-            return {}
-        conversation = self.get_object(request, object_id)
-        if conversation is None:
+        if conversation is None or not can_read_transcripts(request):
             return {}
         label = conversation.label(with_title=True)
         return {"conversation_label": label, "subtitle": label}
+
+    def _branches_context(self, conversation: Conversation | None) -> dict[str, Any]:
+        """The branches table of the detail page: ids, fork points and lengths only, so
+        every moderator may see it; the template links each to the transcript only for
+        those who may read it."""
+        if conversation is None:
+            return {}
+        rows = selectors.branches_table(conversation=conversation, limit=BRANCHES_SHOWN)
+        return {"branches": rows, "branches_more": max(0, conversation.branch_count - len(rows))}

@@ -1,8 +1,10 @@
-"""The transcript page: a conversation's messages in seq order, a page at a time.
+"""The transcript page: one branch's path (the active branch's unless `?branch=<id>`
+names another), in seq order, a page at a time, each message that has other versions
+marked with links to the branches holding them.
 
 Reading it needs `conversations.view_transcript`, and every page shown writes a `viewed`
-audit event (actor, conversation, owner, page): moderators can read chats, never without
-a trace.
+audit event (actor, conversation, owner, branch, page): moderators can read chats, never
+without a trace, and a reviewer can tell which version of a chat was read.
 """
 
 from typing import Any
@@ -15,7 +17,7 @@ from django.template.response import TemplateResponse
 
 from conversations import selectors, services
 from conversations.admin.common import actor, can_read_transcripts
-from conversations.models import AuditEvent, Conversation
+from conversations.models import AuditEvent, Branch, Conversation
 
 PER_PAGE = 100
 
@@ -23,6 +25,13 @@ PER_PAGE = 100
 def _page_number(request: HttpRequest) -> int:
     raw = request.GET.get("page", "1")
     return int(raw) if raw.isdigit() else 1
+
+
+def transcript_reason(page: selectors.TranscriptPage) -> str:
+    """The audit event's reason: the branch by its whole id, since short ids may collide
+    and the trail must say exactly which version of the chat was read."""
+    shown = "active" if page.active else "not active"
+    return f"transcript page {page.number} of {page.pages}, branch {page.branch.pk} ({shown})"
 
 
 def transcript_view(
@@ -33,14 +42,22 @@ def transcript_view(
     conversation = Conversation.objects.select_related("owner").filter(pk=object_id).first()
     if conversation is None:
         raise Http404("No such conversation.")
-    page = selectors.transcript_page(
-        conversation=conversation, page=_page_number(request), per_page=PER_PAGE
-    )
+    try:
+        page = selectors.transcript_page(
+            conversation=conversation,
+            page=_page_number(request),
+            per_page=PER_PAGE,
+            # Empty or absent: the active branch. Another conversation's branch, an
+            # unknown id or one that is not a UUID is "not found", like the conversation.
+            branch_id=request.GET.get("branch") or None,
+        )
+    except Branch.DoesNotExist:
+        raise Http404("No such branch in this conversation.") from None
     services.audit_record(
         actor=actor(request),
         action=AuditEvent.Action.VIEWED,
         conversation=conversation,
-        reason=f"transcript page {page.number} of {page.pages}",
+        reason=transcript_reason(page),
     )
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),

@@ -1,4 +1,5 @@
-"""What every API view shares: body limits, JSON pages, Idempotency-Key, async views."""
+"""What every API view shares: body limits, valid bodies, the requested conversation,
+JSON pages, Idempotency-Key, async views."""
 
 import functools
 import hashlib
@@ -18,8 +19,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import services as account_services
+from conversations import selectors
 from conversations.api.errors import ApiError
 from conversations.api.renderers import StorableJSONRenderer
+from conversations.models import Conversation
 from conversations.validation import key_path, unstorable_reason
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -89,6 +92,23 @@ class AsyncApiView(ApiView):
         self, request: Request, *args: Any, **kwargs: Any
     ) -> Response:
         return super().options(request, *args, **kwargs)
+
+
+def valid_body(
+    serializer_class: type, request: Request, *, partial: bool = False
+) -> dict[str, Any]:
+    """The request body checked by a (strict) input serializer: a 400 naming each problem's
+    path, or the validated fields."""
+    serializer = serializer_class(data=request.data, partial=partial)
+    serializer.is_valid(raise_exception=True)
+    data: dict[str, Any] = dict(serializer.validated_data)
+    return data
+
+
+def conversation_for(request: Request, conversation_id: Any) -> Conversation:
+    """The requesting user's conversation, or Conversation.DoesNotExist (a 404, also for
+    another user's or a malformed id)."""
+    return selectors.conversation_get(user=request.user, conversation_id=conversation_id)  # type: ignore[arg-type]
 
 
 # --- pages -----------------------------------------------------------------------------

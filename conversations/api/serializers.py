@@ -55,16 +55,39 @@ class ConversationIn(StrictSerializer):
 
 class ConversationUpdateIn(ConversationIn):
     archived = StrictBooleanField(required=False)
+    active_branch_id = StrictUUIDField(
+        required=False,
+        help_text="Show this branch (one of `branches/`): the messages list and new "
+        "messages follow its path. 409 while a reply is being generated.",
+    )
 
 
 class ContentIn(StrictSerializer):
     content = _text(help_text="The message text (Markdown).")
 
 
-class MessageIn(ContentIn):
-    client_id = _text(
-        required=False, allow_blank=True, max_length=100, help_text="Optional idempotency id."
+def _client_id() -> StrictCharField:
+    return _text(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="Optional idempotency id: a repeat with the same id starts no second run.",
     )
+
+
+class MessageIn(ContentIn):
+    client_id = _client_id()
+
+
+class MessageCreateIn(MessageIn):
+    branch_id = StrictUUIDField(
+        required=False,
+        help_text="The branch to write on (default: the active one); it becomes active.",
+    )
+
+
+class RegenerateIn(StrictSerializer):
+    client_id = _client_id()
 
 
 class DraftIn(StrictSerializer):
@@ -73,6 +96,9 @@ class DraftIn(StrictSerializer):
 
 class ForkIn(StrictSerializer):
     at_seq = StrictIntegerField(min_value=1, help_text="Copy messages 1..at_seq.")
+    branch_id = StrictUUIDField(
+        required=False, help_text="Whose path to copy (default: the active branch)."
+    )
 
 
 class ChatIn(StrictSerializer):
@@ -122,10 +148,23 @@ class ToolCallOut(serializers.Serializer):
     arguments = serializers.CharField(help_text="JSON text, exactly as the model sent it.")
 
 
+class AlternativesOut(serializers.Serializer):
+    index = serializers.IntegerField(
+        min_value=0, help_text="This message's place among them, from 0: draw `index + 1`."
+    )
+    count = serializers.IntegerField(min_value=2)
+    branch_ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        help_text="The branch showing each version, in order; switch to one with `PATCH` "
+        "`active_branch_id`.",
+    )
+
+
 class MessageOut(serializers.Serializer):
     id = serializers.UUIDField()
     conversation_id = serializers.UUIDField()
-    seq = serializers.IntegerField(min_value=1)
+    branch_id = serializers.UUIDField(help_text="The branch the message was written on.")
+    seq = serializers.IntegerField(min_value=1, help_text="Its place along the path.")
     role = serializers.ChoiceField(choices=MessageRole.choices)
     kind = serializers.ChoiceField(choices=MessageKind.choices)
     content = serializers.CharField()
@@ -143,6 +182,11 @@ class MessageOut(serializers.Serializer):
     run_id = serializers.UUIDField(allow_null=True)
     usage = serializers.JSONField(allow_null=True)
     provider_payload = serializers.JSONField(allow_null=True)
+    alternatives = AlternativesOut(
+        allow_null=True,
+        help_text="Where an edit or a regeneration made other versions of this message: "
+        "which of them this is. Null where there are none.",
+    )
 
 
 class RunErrorOut(serializers.Serializer):
@@ -153,6 +197,9 @@ class RunErrorOut(serializers.Serializer):
 class RunOut(serializers.Serializer):
     id = serializers.UUIDField()
     conversation_id = serializers.UUIDField()
+    branch_id = serializers.UUIDField(
+        allow_null=True, help_text="The branch the run writes on (null for older runs)."
+    )
     status = serializers.ChoiceField(choices=RunStatus.choices)
     model = serializers.CharField()
     iterations = serializers.IntegerField()
@@ -184,6 +231,12 @@ class ConversationOut(serializers.Serializer):
     forked_at_seq = serializers.IntegerField(allow_null=True)
     temperature = serializers.FloatField(allow_null=True)
     max_output_tokens = serializers.IntegerField(allow_null=True)
+    active_branch_id = serializers.UUIDField(
+        help_text="The branch shown: its path is what `messages/` lists by default."
+    )
+    branch_count = serializers.IntegerField(
+        min_value=1, help_text="1 until the first edit or regeneration."
+    )
 
 
 class ConversationDetailOut(ConversationOut):
@@ -193,6 +246,27 @@ class ConversationDetailOut(ConversationOut):
 class MessageCreatedOut(serializers.Serializer):
     message = MessageOut()
     run = RunOut()
+
+
+class BranchOut(serializers.Serializer):
+    id = serializers.UUIDField()
+    parent_id = serializers.UUIDField(allow_null=True, help_text="Null for the root branch.")
+    fork_seq = serializers.IntegerField(
+        min_value=0, help_text="How many messages of the parent's path it shares."
+    )
+    created_at = serializers.DateTimeField()
+    message_count = serializers.IntegerField(
+        min_value=0, help_text="The length of its path, shared messages included."
+    )
+
+
+class BranchStartedOut(serializers.Serializer):
+    branch = BranchOut(help_text="The new branch, now active.")
+    message = MessageOut(
+        allow_null=True,
+        help_text="The edited message, first on the new branch; null for a regeneration.",
+    )
+    run = RunOut(help_text="The run answering on the new branch.")
 
 
 class DraftOut(serializers.Serializer):
@@ -286,6 +360,7 @@ def page_of(item: type[serializers.Serializer], name: str) -> type[serializers.S
 
 ConversationPage = page_of(ConversationOut, "ConversationPage")
 MessagePage = page_of(MessageOut, "MessagePage")
+BranchPage = page_of(BranchOut, "BranchPage")
 SearchPage = page_of(SearchHitOut, "SearchPage")
 ApiKeyPage = page_of(ApiKeyOut, "ApiKeyPage")
 ToolPage = page_of(ToolOut, "ToolPage")

@@ -2,7 +2,7 @@ from django.urls import path, re_path
 
 from conversations.api import schema, sse
 from conversations.api.errors import api_not_found
-from conversations.api.views import chat, conversations, misc, runs
+from conversations.api.views import branches, chat, conversations, exchange, misc, runs
 
 # Imported for its side effect: the schema learns the API-key authentication.
 __all__ = ["schema", "urlpatterns"]
@@ -11,7 +11,7 @@ urlpatterns = [
     path("conversations/", conversations.ConversationListView.as_view(), name="conversations"),
     path(
         "conversations/import/",
-        conversations.ImportView.as_view(),
+        exchange.ImportView.as_view(),
         name="conversation-import",
     ),
     path(
@@ -23,6 +23,21 @@ urlpatterns = [
         "conversations/<str:conversation_id>/messages/",
         conversations.MessageListView.as_view(),
         name="conversation-messages",
+    ),
+    path(
+        "conversations/<str:conversation_id>/messages/<str:message_id>/regenerate/",
+        branches.RegenerateView.as_view(),
+        name="message-regenerate",
+    ),
+    path(
+        "conversations/<str:conversation_id>/messages/<str:message_id>/edit/",
+        branches.EditView.as_view(),
+        name="message-edit",
+    ),
+    path(
+        "conversations/<str:conversation_id>/branches/",
+        branches.BranchListView.as_view(),
+        name="conversation-branches",
     ),
     path(
         "conversations/<str:conversation_id>/events/",
@@ -41,7 +56,7 @@ urlpatterns = [
     ),
     path(
         "conversations/<str:conversation_id>/export/",
-        conversations.ExportView.as_view(),
+        exchange.ExportView.as_view(),
         name="conversation-export",
     ),
     path("runs/<str:run_id>/", runs.RunDetailView.as_view(), name="run"),

@@ -1,36 +1,45 @@
 """Exports of many conversations at once, as byte streams with flat memory.
 
-The selection is walked in primary-key pages. Where a format needs every message of many
-conversations (JSONL, CSV), the messages of a page of conversations come from one query
-read through a server-side cursor (`.iterator()`), so the cost is one query per few
-thousand messages rather than one per conversation. ZIP archives are written with the
-standard library's zipfile into a sink that hands out the bytes written so far: zipfile
-streams to an unseekable file by putting sizes in data descriptors after each member.
+The selection is walked in primary-key pages. Where a format needs the messages of many
+conversations (JSONL: the active branch's path; CSV: every message of every branch), the
+messages of a page of conversations come from one query read through a server-side
+cursor (`.iterator()`), so the cost is one query per few thousand messages rather than
+one per conversation (plus one for the active branches of those that have several). ZIP
+archives are written with the standard library's zipfile into a sink that hands out the
+bytes written so far: zipfile streams to an unseekable file by putting sizes in data
+descriptors after each member.
 
-Formats: a ZIP of JSON v1 documents (re-importable), a ZIP of Markdown transcripts, one
-JSONL file (OpenAI chat fine-tuning format) and one CSV of messages.
+Formats: a ZIP of JSON documents (version 2: every branch; each re-imports to the same
+tree), a ZIP of Markdown transcripts (the active path), one JSONL file (OpenAI chat
+fine-tuning format, the active path) and one CSV of every message with its branch.
 """
 
 import csv
+import functools
 import io
 import itertools
 import json
+import operator
 import unicodedata
 import zipfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
-from django.db.models import QuerySet, TextField
+from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from conversations.context import HistoryMessage
 from conversations.formats.exchange import export_json_chunks, export_markdown_chunks, jsonl_line
-from conversations.models import Conversation, Message
+from conversations.models import Branch, Conversation, Message
+from conversations.selectors.branches import path_filter
 
 # Conversations read per page, and the message budget of one message query.
 CONVERSATION_PAGE = 500
 MESSAGES_PER_QUERY = 20_000
+# Conversations of several branches read in one message query: each adds its active
+# path's segments to the query's condition, so they are capped to keep it small.
+PATHS_PER_QUERY = 50
 READ_CHUNK = 5_000
 # Bytes gathered before a piece is handed to the response.
 FLUSH_BYTES = 64 * 1024
@@ -39,6 +48,7 @@ CSV_COLUMNS = [
     "conversation_id",
     "conversation_title",
     "owner_id",
+    "branch_id",
     "seq",
     "role",
     "kind",
@@ -67,30 +77,65 @@ def conversations_in_pages(
 
 
 def _groups(conversations: list[Conversation]) -> Iterator[list[Conversation]]:
-    """Split a page so that one message query reads about MESSAGES_PER_QUERY rows."""
+    """Split a page so that one message query reads about MESSAGES_PER_QUERY rows (the
+    message count of all branches: at least the active path) and names at most
+    PATHS_PER_QUERY paths."""
     group: list[Conversation] = []
-    budget = 0
+    budget = paths = 0
     for conversation in conversations:
         group.append(conversation)
         budget += conversation.message_count
-        if budget >= MESSAGES_PER_QUERY:
+        paths += conversation.branch_count > 1
+        if budget >= MESSAGES_PER_QUERY or paths >= PATHS_PER_QUERY:
             yield group
-            group, budget = [], 0
+            group, budget, paths = [], 0, 0
     if group:
         yield group
 
 
+def _active_paths(group: list[Conversation]) -> Q | None:
+    """The messages of the group's active paths. A conversation of one branch is all its
+    messages (by conversation id, as before branches); for the others the active branch
+    is read (one query for the group) and its path's segments are named, so seq is
+    unique per conversation among the rows and orders each path."""
+    single = [c.pk for c in group if c.branch_count == 1]
+    branched = [c.active_branch_id for c in group if c.branch_count > 1]
+    parts = [Q(conversation__in=single)] if single else []
+    if branched:
+        for branch in Branch.objects.filter(pk__in=branched):
+            part = path_filter(branch, after=0, last=branch.message_count)
+            if part is not None:
+                parts.append(part)
+    return functools.reduce(operator.or_, parts) if parts else None
+
+
 def _with_messages(
-    queryset: QuerySet[Conversation], fields: tuple[str, ...], **expressions: Any
+    queryset: QuerySet[Conversation],
+    fields: tuple[str, ...],
+    *,
+    active_path: bool,
+    **expressions: Any,
 ) -> Iterator[tuple[Conversation, list[tuple[Any, ...]]]]:
     """Each conversation of the selection with its messages' `fields` (names or
-    annotations given in `expressions`), in seq order."""
+    annotations given in `expressions`): its active path in seq order, or (without
+    `active_path`) every message of every branch, a branch at a time (oldest first, so
+    the root comes first) and each in seq order."""
     for page in conversations_in_pages(queryset):
         for group in _groups(page):
+            if active_path:
+                condition = _active_paths(group)
+                ordering: tuple[str, ...] = ("conversation_id", "seq")
+            else:
+                condition = Q(conversation__in=[c.pk for c in group])
+                ordering = ("conversation_id", "branch__created_at", "branch_id", "seq")
             rows = (
-                Message.objects.filter(conversation__in=[c.pk for c in group])
+                (
+                    Message.objects.filter(condition)
+                    if condition is not None
+                    else Message.objects.none()
+                )
                 .annotate(**expressions)
-                .order_by("conversation_id", "seq")
+                .order_by(*ordering)
                 .values_list("conversation_id", *fields)
                 .iterator(chunk_size=READ_CHUNK)
             )
@@ -139,7 +184,9 @@ def jsonl_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
                 for _, role, content, calls, call_id in rows
             ],
         )
-        for conversation, rows in _with_messages(queryset, fields, calls_text=calls_text)
+        for conversation, rows in _with_messages(
+            queryset, fields, active_path=True, calls_text=calls_text
+        )
     )
 
 
@@ -205,6 +252,7 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
     commas, quotes or line breaks, so multi-line content survives a spreadsheet; text
     that would start a formula is neutralised, in every column (csv_cell)."""
     fields = (
+        "branch_id",
         "seq",
         "role",
         "kind",
@@ -226,12 +274,16 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
 
     def rows() -> Iterator[str]:
         yield row(CSV_COLUMNS)
-        for conversation, messages in _with_messages(queryset, fields):
-            for _, seq, role, kind, name, call_id, content, calls, at, run_id, usage in messages:
+        for conversation, messages in _with_messages(queryset, fields, active_path=False):
+            for message in messages:
+                _, branch_id, seq, role, kind, name, call_id, content, calls, at, run_id, usage = (
+                    message
+                )
                 cells = [
                     conversation.pk,
                     conversation.title,
                     conversation.owner_id,
+                    branch_id,
                     seq,
                     role,
                     kind,
@@ -294,7 +346,9 @@ def _zip_stream(queryset: QuerySet[Conversation], extension: str, document: Any)
 
 
 def json_zip_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
-    """A ZIP with one JSON v1 document per conversation, `<id>.json`: each re-imports."""
+    """A ZIP with one JSON document per conversation, `<id>.json`, in the current version
+    (every branch, each message's branch, the active branch): each re-imports to the same
+    tree."""
     return _zip_stream(queryset, "json", export_json_chunks)
 
 

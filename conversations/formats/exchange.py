@@ -157,7 +157,11 @@ def export_markdown_chunks(conversation: Conversation) -> Iterator[str]:
         yield "## Draft\n\n" + _block(conversation.draft) + "\n\n"
     yield "## Transcript\n\n"
     for chunk in _batched(_messages(conversation), READ_CHUNK):
-        choices = alternatives_at(branch, [m.seq for m in chunk])
+        # With the count, a conversation of one branch costs no alternatives query (the
+        # admin's Markdown ZIP exports many conversations, most of one branch).
+        choices = alternatives_at(
+            branch, [m.seq for m in chunk], branch_count=conversation.branch_count
+        )
         others = _other_versions(choices)
         for message in chunk:
             yield _markdown_message(message) + "\n\n"

@@ -48,7 +48,12 @@ class Migration(migrations.Migration):
                 ),
             ],
             options={
-                "indexes": [models.Index(fields=["parent", "fork_seq"], name="branch_fork_point")],
+                "indexes": [
+                    models.Index(fields=["parent", "fork_seq"], name="branch_fork_point"),
+                    models.Index(
+                        fields=["conversation", "created_at", "id"], name="branch_list"
+                    ),
+                ],
                 "constraints": [
                     models.UniqueConstraint(
                         condition=models.Q(("parent__isnull", True)),
@@ -82,7 +87,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="conversation",
             name="branch_count",
-            field=models.PositiveIntegerField(default=1),
+            # A database default too: the previous release, which never names the
+            # column, goes on creating conversations until 0017.
+            field=models.PositiveIntegerField(db_default=1, default=1),
         ),
         migrations.AddField(
             model_name="message",

@@ -10,6 +10,7 @@ than one batch.
 import sys
 import time
 import uuid
+from typing import Any
 
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
@@ -27,7 +28,7 @@ def _progress(label: str, done: int, total: int, started: float) -> None:
         sys.stdout.flush()
 
 
-def _roots(apps) -> None:
+def _roots(apps: Any) -> None:
     Conversation = apps.get_model("conversations", "Conversation")
     Branch = apps.get_model("conversations", "Branch")
     todo = Conversation.objects.filter(active_branch__isnull=True)
@@ -64,7 +65,7 @@ def _roots(apps) -> None:
         _progress("root branches", done, total, started)
 
 
-def _attach(apps, model_name: str) -> None:
+def _attach(apps: Any, model_name: str) -> None:
     """Point each row of `model_name` without a branch at its conversation's root."""
     Model = apps.get_model("conversations", model_name)
     Branch = apps.get_model("conversations", "Branch")
@@ -92,7 +93,7 @@ def _attach(apps, model_name: str) -> None:
         low = bound[0]
 
 
-def fill(apps, schema_editor) -> None:
+def fill(apps: Any, schema_editor: Any) -> None:
     _roots(apps)
     _attach(apps, "Message")
     _attach(apps, "Run")

@@ -2,6 +2,7 @@
 so another user's rows can never come back (callers get "does not exist", which the API
 answers as 404). Split by subject; import them from here."""
 
+from conversations.selectors.branch_pages import branch_page
 from conversations.selectors.branches import (
     alternatives_at,
     branch_active,
@@ -30,8 +31,10 @@ from conversations.selectors.conversations import (
 )
 from conversations.selectors.moderation import (
     DayUsage,
+    TranscriptLine,
     TranscriptPage,
     UserUsage,
+    branches_table,
     transcript_page,
     usage_by_day,
     usage_by_user,
@@ -56,14 +59,17 @@ __all__ = [
     "DayUsage",
     "Page",
     "SearchHit",
+    "TranscriptLine",
     "TranscriptPage",
     "UserUsage",
     "alternatives_at",
     "branch_active",
     "branch_count",
     "branch_get",
+    "branch_page",
     "branch_segments",
     "branches_list",
+    "branches_table",
     "conversation_get",
     "conversation_list",
     "conversation_model_input",

@@ -6,6 +6,7 @@ read from the branch's `lineage`, so these reads touch only the segments a range
 one indexed query per read whatever the conversation's length or number of branches.
 """
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -161,10 +162,12 @@ def alternatives_at(
         # One branch: nothing to choose from, and no query to find that out.
         return dict.fromkeys(wanted)
     segments = branch_segments(branch)
+    lasts = [s.last for s in segments]  # ascending: segments follow each other
     where: dict[int, tuple[Segment, tuple[UUID, int]]] = {}
     for seq in wanted:
-        segment = next((s for s in segments if s.fork_seq < seq <= s.last), None)
-        if segment is not None:
+        index = bisect.bisect_left(lasts, seq)
+        if index < len(segments) and segments[index].fork_seq < seq:
+            segment = segments[index]
             where[seq] = (segment, _fork_point(segment, seq))
     points = {point for _, point in where.values()}
     owners_needed = {
@@ -174,27 +177,35 @@ def alternatives_at(
     if owners_needed:
         condition |= Q(pk__in=owners_needed)
     rows = list(Branch.objects.filter(condition).values(*BRANCH_FIELDS))
+    # Grouped once, so a page costs one pass over the rows, not one per message.
+    by_id = {row["id"]: row for row in rows}
+    children: dict[tuple[UUID, int], list[dict[str, Any]]] = {}
+    for row in sorted(rows, key=lambda r: (r["created_at"], str(r["id"]))):
+        children.setdefault((row["parent_id"], row["fork_seq"]), []).append(row)
     return {
-        seq: _choices(rows, owner=owner, fork_seq=fork_seq, mine=segment.branch_id)
+        seq: _choices(
+            children.get((owner, fork_seq), []),
+            owner_row=by_id.get(owner),
+            owner=owner,
+            fork_seq=fork_seq,
+            mine=segment.branch_id,
+        )
         for seq, (segment, (owner, fork_seq)) in where.items()
     }
 
 
 def _choices(
-    rows: Sequence[Mapping[str, Any]], *, owner: UUID, fork_seq: int, mine: UUID
+    children: Sequence[Mapping[str, Any]],
+    *,
+    owner_row: Mapping[str, Any] | None,
+    owner: UUID,
+    fork_seq: int,
+    mine: UUID,
 ) -> dict[str, Any] | None:
-    children = sorted(
-        (
-            r
-            for r in rows
-            if r["parent_id"] == owner
-            and r["fork_seq"] == fork_seq
-            and (r["message_count"] > fork_seq or r["id"] == mine)
-        ),
-        key=lambda r: (r["created_at"], str(r["id"])),
-    )
-    ids = [r["id"] for r in children]
-    owner_row = next((r for r in rows if r["id"] == owner), None)
+    """The choices at one fork point: the owner's own message there (if it has one), then
+    the children forked there that hold a message (or the branch being read), oldest
+    first."""
+    ids = [r["id"] for r in children if r["message_count"] > fork_seq or r["id"] == mine]
     owner_has_one = mine == owner or (
         owner_row is not None and owner_row["message_count"] > fork_seq
     )

@@ -2,10 +2,25 @@
 
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
+from uuid import UUID
 
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, QuerySet, Sum
 
-from conversations.models import Conversation, Message, UsageDay
+from conversations.models import Branch, Conversation, Message, UsageDay
+from conversations.selectors.branches import (
+    BRANCH_FIELDS,
+    alternatives_at,
+    branch_get,
+    path_messages,
+)
+
+
+@dataclass(frozen=True)
+class TranscriptLine:
+    message: Message
+    # {"index" (0-based), "count", "branch_ids"} where the message has other versions.
+    alternatives: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -13,21 +28,58 @@ class TranscriptPage:
     messages: list[Message]
     number: int
     pages: int
+    # The branch whose path is shown, and whether the conversation shows it too.
+    branch: Branch
+    active: bool
+    lines: list[TranscriptLine]
 
 
-def transcript_page(*, conversation: Conversation, page: int, per_page: int) -> TranscriptPage:
-    """Page `page` (from 1) of a conversation's messages. seq is gapless from 1, so page n
-    is exactly the seq range ((n-1)*per_page, n*per_page]: one index range read however
-    long the conversation, and the page count comes from message_count, not a COUNT."""
-    pages = max(1, -(-conversation.message_count // per_page))
+def transcript_page(
+    *,
+    conversation: Conversation,
+    page: int,
+    per_page: int,
+    branch_id: UUID | str | None = None,
+) -> TranscriptPage:
+    """Page `page` (from 1) of one branch's path (the active branch's by default;
+    Branch.DoesNotExist for an id that is not one of this conversation's branches).
+
+    seq is gapless from 1 along a path, so page n is exactly the seq range
+    ((n-1)*per_page, n*per_page]: one indexed read per segment of the path however long
+    it is, the page count from the branch's path length (not a COUNT, and not the
+    conversation's message_count, which counts every branch), and the alternatives of
+    the whole page in one more query (none for a conversation of one branch)."""
+    branch = branch_get(conversation=conversation, branch_id=branch_id)
+    pages = max(1, -(-branch.message_count // per_page))
     number = min(max(1, page), pages)
     first = (number - 1) * per_page
-    messages = list(
-        Message.objects.filter(
-            conversation=conversation, seq__gt=first, seq__lte=first + per_page
-        ).order_by("seq")
+    messages = list(path_messages(branch, after=first, last=first + per_page))
+    choices = alternatives_at(
+        branch, [m.seq for m in messages], branch_count=conversation.branch_count
     )
-    return TranscriptPage(messages=messages, number=number, pages=pages)
+    return TranscriptPage(
+        messages=messages,
+        number=number,
+        pages=pages,
+        branch=branch,
+        active=branch.pk == conversation.active_branch_id,
+        lines=[TranscriptLine(m, choices.get(m.seq)) for m in messages],
+    )
+
+
+def branches_table(*, conversation: Conversation, limit: int) -> list[dict[str, Any]]:
+    """The conversation's first `limit` branches for the admin's detail page, the root
+    first, then by age: BRANCH_FIELDS and `own_messages` (`conversation.branch_count`
+    says how many exist, so no COUNT is needed). Ordered in the database, so a
+    conversation regenerated thousands of times costs one bounded read."""
+    is_fork = ExpressionWrapper(Q(parent__isnull=False), output_field=BooleanField())
+    rows = (
+        Branch.objects.filter(conversation=conversation)
+        .annotate(is_fork=is_fork, own_messages=F("message_count") - F("fork_seq"))
+        .order_by("is_fork", "created_at", "id")
+        .values(*BRANCH_FIELDS, "own_messages")[:limit]
+    )
+    return list(rows)
 
 
 def _usage_days(start: date, end: date) -> QuerySet[UsageDay]:

@@ -153,6 +153,9 @@ def message_edit_prepare(
     locked = conversation_lock(conversation)
     _no_active_run(conversation)
     branch = branch_fork(conversation=conversation, source=message.branch, fork_seq=message.seq - 1)
+    # Counted on the row by the fork: the locked copy must agree, or the edited message's
+    # notification would take a first edit's conversation for one without alternatives.
+    locked.branch_count += 1
     edited = user_turn_insert(
         conversation=conversation, locked=locked, branch=branch, content=content, notice_after=True
     )

@@ -3,6 +3,7 @@
 import uuid
 from collections import Counter
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -180,7 +181,14 @@ def _branches_store(conversation: Conversation, parsed: ParsedExport) -> dict[UU
     lineages: dict[UUID, list[list[Any]]] = {root: []}
     Branch.objects.filter(pk=root).update(message_count=own[first.id], created_at=first.created_at)
     rows = []
+    # Exports list branches by depth then creation time: equal times (documents written
+    # elsewhere) are moved a microsecond apart, so the document's order survives.
+    taken = {first.created_at}
     for branch in parsed.branches[1:]:
+        created = branch.created_at
+        while created in taken:
+            created += timedelta(microseconds=1)
+        taken.add(created)
         parent = ids[branch.parent_id]
         new = Branch(
             id=uuid.uuid4(),
@@ -189,7 +197,7 @@ def _branches_store(conversation: Conversation, parsed: ParsedExport) -> dict[UU
             fork_seq=branch.fork_seq,
             message_count=branch.fork_seq + own[branch.id],
             lineage=[*lineages[parent], [str(parent), branch.fork_seq]],
-            created_at=branch.created_at,
+            created_at=created,
         )
         ids[branch.id] = new.id
         lineages[new.id] = new.lineage

@@ -86,7 +86,8 @@ def test_reader_reads_the_transcript_and_each_page_is_audited(reader, baking, ow
     assert event.actor_username == "reader"
     assert event.conversation_id == baking.pk
     assert event.owner_id == owner.pk
-    assert event.reason == "transcript page 1 of 1"
+    # The branch read is named whole, so a reviewer knows which version of the chat it was.
+    assert event.reason == f"transcript page 1 of 1, branch {baking.active_branch_id} (active)"
 
 
 def test_transcript_of_a_long_conversation_is_paginated(reader, owner):

@@ -10,6 +10,9 @@ from rest_framework.test import APIClient
 from accounts import services as account_services
 from accounts.models import User
 
+# Runs driven in this process against the fake upstream (see tests/conversations/conftest.py).
+from tests.conversations.conftest import enqueued, upstream  # noqa: F401
+
 
 @pytest.fixture(autouse=True)
 def fresh_throttles() -> None:

@@ -98,6 +98,9 @@ MATRIX: dict[tuple[str, str], Case] = {
     ("post", f"{C}/events/"): Case(201, 404, {"content": "User checked in."}),
     ("put", f"{C}/draft/"): Case(200, 404, {"draft": "A new draft"}),
     ("post", f"{C}/fork/"): Case(201, 404, {"at_seq": 1}),
+    ("post", f"{C}/messages/{{message_id}}/regenerate/"): Case(202, 404, {}),
+    ("post", f"{C}/messages/{{message_id}}/edit/"): Case(202, 404, {"content": "Edited?"}),
+    ("get", f"{C}/branches/"): Case(200, 404),
     ("get", f"{C}/export/"): Case(200, 404),
     ("post", "/api/v1/conversations/import/"): Case(201, 201, "export"),
     ("get", "/api/v1/runs/{run_id}/"): Case(200, 404),
@@ -133,8 +136,14 @@ def test_the_matrix_covers_every_documented_operation():
 
 
 def _url(path: str, world: World) -> str:
+    # A reply is what can be regenerated, a user message what can be edited.
+    role = "user" if path.endswith("/edit/") else "assistant"
+    message = Message.objects.get(conversation=world.conversation, role=role)
     url = path.format(
-        conversation_id=world.conversation.pk, run_id=world.run.pk, key_id=world.key_id
+        conversation_id=world.conversation.pk,
+        run_id=world.run.pk,
+        key_id=world.key_id,
+        message_id=message.pk,
     )
     return url + "?q=swordfish" if url.endswith("/search/") else url
 

@@ -198,3 +198,25 @@ def test_a_version_two_document_without_branches_still_imports_as_one_line(tree,
 
     assert copy.branch_count == 1
     assert root_of(copy).message_count == 4
+
+
+def test_branches_written_elsewhere_with_equal_times_keep_their_order(tree, owner):
+    document = exchange.export_json(tree)
+    same = document["branches"][0]["created_at"]
+    for branch in document["branches"]:
+        branch["created_at"] = same
+
+    first = exchange.export_json(
+        services.conversation_import(owner=owner, document=json.dumps(document))
+    )
+    second = exchange.export_json(
+        services.conversation_import(owner=owner, document=json.dumps(first))
+    )
+
+    assert [b["fork_seq"] for b in first["branches"]] == [0, 3, 0]
+    assert [m["content"] for m in first["messages"]] == [m["content"] for m in document["messages"]]
+    relabelled = [branch_ids_relabelled(d) for d in (first, second)]
+    assert relabelled[0]["branches"] == relabelled[1]["branches"]
+    assert [m["branch_id"] for m in relabelled[0]["messages"]] == [
+        m["branch_id"] for m in relabelled[1]["messages"]
+    ]

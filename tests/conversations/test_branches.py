@@ -3,6 +3,7 @@ fake upstream behind the real SDK. What the user sees: which messages a path hol
 alternatives at each fork point, and what the model is sent on each branch."""
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -53,7 +54,8 @@ def page(conversation: Conversation, branch_id: Any = None) -> list[dict[str, An
     return selectors.message_rows_page(conversation=conversation, branch=branch, limit=200).items
 
 
-def reply_of(run: Run) -> Message:
+def reply_of(run: Run | None) -> Message:
+    assert run is not None
     return Message.objects.filter(run=run, role="assistant").order_by("-seq")[0]
 
 
@@ -291,7 +293,7 @@ def test_a_run_on_a_branch_recovers_after_its_worker_died(chatted, model, enqueu
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.IN_PROGRESS,
         lease_token=None,
-        lease_expires_at=timezone.now() - timezone.timedelta(seconds=1),
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
         attempt=1,
     )
     enqueued.clear()

@@ -1,36 +1,28 @@
-"""Conversations and what hangs off them: messages, context events, draft, fork,
-export and import."""
+"""Conversations and what hangs off them: messages, context events, draft and fork
+(branches are in branches.py, export and import in exchange.py)."""
 
-import itertools
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
-
-from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest
-from django.http import StreamingHttpResponse
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
 from conversations import selectors, services
-from conversations.api import import_schema
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, idempotent, int_param, page_response
-from conversations.api.errors import ApiError, problems_details
+from conversations.api.base import conversation_for as _conversation
+from conversations.api.base import valid_body as _valid
+from conversations.api.errors import ApiError
 from conversations.api.throttles import ModelThrottle
+from conversations.api.views.branches import message_out
 from conversations.engine import run_start
-from conversations.formats import chatgpt, exchange
-from conversations.models import Conversation
 from conversations.serializers import (
     conversation_payload,
     message_payload,
     message_row_payload,
     run_payload,
 )
-from conversations.validation import storable_text
 
 CONVERSATION_EXAMPLE = OpenApiExample(
     "Create",
@@ -41,10 +33,6 @@ CONVERSATION_EXAMPLE = OpenApiExample(
     },
     request_only=True,
 )
-
-
-def _conversation(request: Request, conversation_id: Any) -> Conversation:
-    return selectors.conversation_get(user=request.user, conversation_id=conversation_id)  # type: ignore[arg-type]
 
 
 def _archived(request: Request) -> bool | None:
@@ -104,13 +92,6 @@ class ConversationListView(ApiView):
         return Response(conversation_payload(conversation), status=201)
 
 
-def _valid(serializer_class: type, request: Request, *, partial: bool = False) -> dict[str, Any]:
-    serializer = serializer_class(data=request.data, partial=partial)
-    serializer.is_valid(raise_exception=True)
-    data: dict[str, Any] = dict(serializer.validated_data)
-    return data
-
-
 class ConversationDetailView(ApiView):
     @extend_schema(
         operation_id="conversations_read",
@@ -130,14 +111,28 @@ class ConversationDetailView(ApiView):
     @extend_schema(
         operation_id="conversations_update",
         summary="Change a conversation's settings",
-        description="Only the fields sent change. `archived` archives or restores it.",
+        description="Only the fields sent change. `archived` archives or restores it; "
+        "`active_branch_id` shows another branch (409 while a reply is being generated).",
         request=s.ConversationUpdateIn,
         responses=s.ConversationOut,
+        examples=[
+            OpenApiExample("Rename", value={"title": "Trip to Lisbon"}, request_only=True),
+            OpenApiExample(
+                "Switch branch",
+                value={"active_branch_id": "0b7f3c1e-5d2a-4e8b-9c6f-1a2b3c4d5e6f"},
+                request_only=True,
+            ),
+        ],
     )
     def patch(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
         data = _valid(s.ConversationUpdateIn, request, partial=True)
-        conversation = services.conversation_update(conversation=conversation, **data)
+        branch_id = data.pop("active_branch_id", None)
+        # All or nothing: a refused switch (404, 409) leaves the other fields unchanged.
+        with transaction.atomic():
+            if branch_id is not None:
+                services.branch_switch(conversation=conversation, branch_id=branch_id)
+            conversation = services.conversation_update(conversation=conversation, **data)
         return Response(conversation_payload(conversation))
 
     @extend_schema(
@@ -158,19 +153,33 @@ class MessageListView(ApiView):
     @extend_schema(
         operation_id="messages_list",
         summary="Read messages in order",
-        description="Messages with seq > `after`; the `next` link continues after the last "
-        "one returned, so pages never shift while messages are added.",
+        description="The messages of a branch's path (the active branch's by default) with "
+        "seq > `after`; the `next` link continues after the last one returned, so pages "
+        "never shift while messages are added. Each message says where other versions of "
+        "it exist (`alternatives`).",
         parameters=[
             OpenApiParameter("after", int, description="A seq; default 0 (from the start)."),
             OpenApiParameter("limit", int, description="1..200, default 50."),
+            OpenApiParameter(
+                "branch_id",
+                OpenApiTypes.UUID,
+                description="Whose path to read (one of `branches/`); default the active "
+                "branch. An unknown id is a 404.",
+            ),
         ],
         responses=s.MessagePage,
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
         limit = min(int_param(request, "limit", 50, minimum=1), selectors.MAX_PAGE)
+        branch = selectors.branch_get(
+            conversation=conversation, branch_id=request.query_params.get("branch_id") or None
+        )
         page = selectors.message_rows_page(
-            conversation=conversation, after=int_param(request, "after", 0), limit=limit
+            conversation=conversation,
+            after=int_param(request, "after", 0),
+            limit=limit,
+            branch=branch,
         )
         return page_response(
             request,
@@ -182,21 +191,34 @@ class MessageListView(ApiView):
         operation_id="messages_create",
         summary="Send a message (starts a run)",
         description="Stores the message and a queued run, then answers at once; follow the "
-        "reply at `runs/{id}/events/`. 409 while another run of the conversation is active.",
-        request=s.MessageIn,
+        "reply at `runs/{id}/events/`. 409 while another run of the conversation is active. "
+        "With `branch_id` the message goes on that branch, which becomes active.",
+        request=s.MessageCreateIn,
         responses={202: s.MessageCreatedOut},
-        examples=[OpenApiExample("Ask", value={"content": "What is 12*7?"}, request_only=True)],
+        examples=[
+            OpenApiExample("Ask", value={"content": "What is 12*7?"}, request_only=True),
+            OpenApiExample(
+                "On a branch",
+                value={
+                    "content": "And in French?",
+                    "branch_id": "0b7f3c1e-5d2a-4e8b-9c6f-1a2b3c4d5e6f",
+                },
+                request_only=True,
+            ),
+        ],
     )
     @idempotent
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
-        data = _valid(s.MessageIn, request)
+        data = _valid(s.MessageCreateIn, request)
         message, run = run_start(
             conversation=conversation,
             content=data["content"],
             client_id=data.get("client_id", ""),
+            branch_id=data.get("branch_id"),
         )
-        return Response({"message": message_payload(message), "run": run_payload(run)}, 202)
+        shown = message_out(conversation, message)
+        return Response({"message": shown, "run": run_payload(run)}, 202)
 
 
 class ContextEventView(ApiView):
@@ -247,102 +269,23 @@ class ForkView(ApiView):
     @extend_schema(
         operation_id="conversations_fork",
         summary="Fork a conversation",
-        description="A new conversation with copies of messages 1..at_seq.",
+        description="A new conversation with copies of messages 1..at_seq of a branch's "
+        "path (the active branch's by default).",
         request=s.ForkIn,
         responses={201: s.ConversationOut},
+        examples=[
+            OpenApiExample(
+                "From a branch",
+                value={"at_seq": 4, "branch_id": "0b7f3c1e-5d2a-4e8b-9c6f-1a2b3c4d5e6f"},
+                request_only=True,
+            )
+        ],
     )
     @idempotent
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
         data = _valid(s.ForkIn, request)
-        fork = services.conversation_fork(conversation=conversation, at_seq=data["at_seq"])
-        return Response(conversation_payload(fork), status=201)
-
-
-EXPORTS = {
-    "json": ("application/json", "json"),
-    "markdown": ("text/markdown; charset=utf-8", "md"),
-    "jsonl": ("application/jsonl", "jsonl"),
-}
-
-
-def _export_chunks(conversation: Conversation, format: str) -> Iterator[str]:
-    if format == "json":
-        chunks = exchange.export_json_chunks(conversation)
-    elif format == "markdown":
-        chunks = exchange.export_markdown_chunks(conversation)
-    else:
-        chunks = exchange.export_jsonl_lines([conversation])
-    # A download must not break off because a stored text is not valid text.
-    return map(storable_text, chunks)
-
-
-async def _in_batches(chunks: Iterator[str], size: int = 100) -> AsyncIterator[str]:
-    """A sync chunk iterator served asynchronously: under ASGI Django would otherwise read
-    a sync iterator to its end into memory before sending anything."""
-
-    def take() -> list[str]:
-        return list(itertools.islice(chunks, size))
-
-    while batch := await sync_to_async(take)():
-        for chunk in batch:
-            yield chunk
-
-
-class ExportView(ApiView):
-    @extend_schema(
-        operation_id="conversations_export",
-        summary="Download a conversation",
-        description="`json`: the lossless export (version 1), importable; `markdown`: for "
-        "people; `jsonl`: one line in OpenAI's chat fine-tuning format. Streamed.",
-        parameters=[OpenApiParameter("format", str, enum=list(EXPORTS), description="json")],
-        responses={
-            (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
-            (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR),
-            (200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR),
-        },
-    )
-    def get(self, request: Request, conversation_id: str) -> StreamingHttpResponse:
-        conversation = _conversation(request, conversation_id)
-        format = request.query_params.get("format", "json")
-        if format not in EXPORTS:
-            message = "must be json, markdown or jsonl"
-            raise ApiError(
-                400,
-                "invalid",
-                f"Query parameter 'format' {message}.",
-                {"problems": [{"path": "$.query.format", "message": message}]},
-            )
-        content_type, extension = EXPORTS[format]
-        chunks = _export_chunks(conversation, format)
-        streamed = _in_batches(chunks) if isinstance(request._request, ASGIRequest) else chunks
-        response = StreamingHttpResponse(streamed, content_type=content_type)
-        response["Content-Disposition"] = (
-            f'attachment; filename="conversation-{conversation.pk}.{extension}"'
+        fork = services.conversation_fork(
+            conversation=conversation, at_seq=data["at_seq"], branch_id=data.get("branch_id")
         )
-        return response
-
-
-class ImportView(ApiView):
-    def body_limit(self) -> int:
-        limit: int = settings.PARLEY_IMPORT_MAX_BYTES
-        return limit
-
-    @extend_schema(
-        operation_id="conversations_import",
-        summary="Import a conversation (or a ChatGPT export)",
-        description=import_schema.DESCRIPTION,
-        request=import_schema.REQUEST,
-        responses={201: import_schema.CREATED},
-    )
-    @idempotent
-    def post(self, request: Request) -> Response:
-        owner = request.user
-        if chatgpt.chatgpt_export_detect(request.body):
-            report = services.conversations_import_chatgpt(owner=owner, document=request.body)  # type: ignore[arg-type]
-            if not report.imported:
-                details = {**problems_details(report.problems()), **report.payload()}
-                raise ApiError(400, "invalid_import", report.summary(), details)
-            return Response(report.payload(), status=201)
-        conversation = services.conversation_import(owner=owner, document=request.body)  # type: ignore[arg-type]
-        return Response(conversation_payload(conversation), status=201)
+        return Response(conversation_payload(fork), status=201)

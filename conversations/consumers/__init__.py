@@ -1,6 +1,7 @@
 """The conversation websocket: `/ws/conversations/<id>/`.
 
-Client frames: message.create, run.cancel, subscribe, draft.update, ping. A client that
+Client frames (handled in frames.py): message.create, message.regenerate, message.edit,
+branch.switch, run.cancel, subscribe, draft.update, ping. A client that
 lost its connection reconnects with `?run_id=<id>&after=<n>` to receive exactly the events
 after n (no replay from the start, no frame to race). The server sends
 run events (replayed from the run's log, then live, with one cursor), conversation
@@ -15,7 +16,6 @@ only translates.
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -32,9 +32,9 @@ from accounts.sockets import (
 )
 from accounts.websocket import scope_credential
 from config.async_db import db_call
-from conversations import metrics, notifications, selectors, services
-from conversations.engine import eventlog, run_cancel, run_start
-from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
+from conversations import metrics, notifications, selectors
+from conversations.consumers.frames import Frame, FrameError, FrameHandlers
+from conversations.engine import eventlog
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation, Run
 
@@ -49,26 +49,8 @@ EVENTS_EXPIRED_MESSAGE = (
     "This run's events have expired; read the run and the conversation's messages instead."
 )
 
-Frame = dict[str, Any]
 
-
-class FrameError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _text(frame: Frame, name: str, *, required: bool = True) -> str:
-    value = frame.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        raise FrameError("invalid_frame", f"'{name}' must be a string")
-    return value
-
-
-class ConversationConsumer(AsyncJsonWebsocketConsumer):
+class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
     conversation: Conversation | None = None
     follower: asyncio.Task[None] | None = None
     following: str | None = None
@@ -167,55 +149,6 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'")
         return frame
-
-    def _handlers(self) -> dict[str, Callable[[Frame], Awaitable[None]]]:
-        return {
-            "message.create": self._message_create,
-            "run.cancel": self._run_cancel,
-            "subscribe": self._subscribe,
-            "draft.update": self._draft_update,
-            "ping": self._ping,
-        }
-
-    async def _message_create(self, frame: Frame) -> None:
-        content = _text(frame, "content")
-        client_id = _text(frame, "client_id", required=False)
-        assert self.conversation is not None
-        try:
-            _, run = await _run_start(self.conversation, content, client_id)
-        except Conflict as exc:
-            raise FrameError("run_active", str(exc)) from None
-        except ValidationFailed as exc:
-            raise FrameError("invalid", str(exc)) from None
-        except QuotaExceeded as exc:
-            raise FrameError(exc.code, exc.message) from None
-        if self.following != str(run.pk):
-            self._follow(str(run.pk), after=None)
-
-    async def _run_cancel(self, frame: Frame) -> None:
-        assert self.conversation is not None
-        if not await _run_cancel_active(self.conversation):
-            raise FrameError("no_active_run", "there is no reply being generated to cancel")
-
-    async def _subscribe(self, frame: Frame) -> None:
-        run_id = _text(frame, "run_id")
-        after = frame.get("after")
-        if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
-            raise FrameError("invalid_frame", "'after' must be an integer sequence number")
-        if after is not None and after < -1:
-            raise FrameError("invalid_frame", "'after' must be a sequence number (-1 or more)")
-        await self._follow_stored(run_id, after=after)
-
-    async def _draft_update(self, frame: Frame) -> None:
-        draft = _text(frame, "draft")
-        assert self.conversation is not None
-        try:
-            await _draft_update(self.conversation, draft)
-        except ValidationFailed as exc:
-            raise FrameError("invalid", str(exc)) from None
-
-    async def _ping(self, frame: Frame) -> None:
-        await self.send_json({"type": "pong"})
 
     # --- following a run's event log ---------------------------------------------------
 
@@ -373,23 +306,3 @@ def _active_run(conversation: Conversation) -> Run | None:
 @db_call
 def _run_get(conversation: Conversation, run_id: str) -> Run | None:
     return selectors.run_get(conversation=conversation, run_id=run_id)
-
-
-@db_call
-def _run_start(conversation: Conversation, content: str, client_id: str) -> tuple[Any, Run]:
-    conversation.refresh_from_db()
-    return run_start(conversation=conversation, content=content, client_id=client_id)
-
-
-@db_call
-def _run_cancel_active(conversation: Conversation) -> bool:
-    run = selectors.run_active(conversation=conversation)
-    if run is None:
-        return False
-    run_cancel(run=run)
-    return True
-
-
-@db_call
-def _draft_update(conversation: Conversation, draft: str) -> None:
-    services.conversation_draft_update(conversation=conversation, draft=draft)

@@ -1,0 +1,135 @@
+"""Export and import of whole conversations: streamed downloads in every format, and
+uploads of Parley's JSON, minimal documents, fine-tuning lines and ChatGPT exports."""
+
+import itertools
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from conversations import services
+from conversations.api import import_schema
+from conversations.api.base import ApiView, idempotent
+from conversations.api.base import conversation_for as _conversation
+from conversations.api.errors import ApiError, problems_details
+from conversations.formats import chatgpt, exchange
+from conversations.models import Conversation
+from conversations.serializers import conversation_payload
+from conversations.validation import storable_text
+
+EXPORTS = {
+    "json": ("application/json", "json"),
+    "markdown": ("text/markdown; charset=utf-8", "md"),
+    "jsonl": ("application/jsonl", "jsonl"),
+}
+
+
+EXPORT_VERSIONS = {"1": 1, "2": 2}
+
+
+def _export_chunks(conversation: Conversation, format: str, version: int) -> Iterator[str]:
+    if format == "json":
+        chunks = exchange.export_json_chunks(conversation, version=version)
+    elif format == "markdown":
+        chunks = exchange.export_markdown_chunks(conversation)
+    else:
+        chunks = exchange.export_jsonl_lines([conversation])
+    # A download must not break off because a stored text is not valid text.
+    return map(storable_text, chunks)
+
+
+async def _in_batches(chunks: Iterator[str], size: int = 100) -> AsyncIterator[str]:
+    """A sync chunk iterator served asynchronously: under ASGI Django would otherwise read
+    a sync iterator to its end into memory before sending anything."""
+
+    def take() -> list[str]:
+        return list(itertools.islice(chunks, size))
+
+    while batch := await sync_to_async(take)():
+        for chunk in batch:
+            yield chunk
+
+
+class ExportView(ApiView):
+    @extend_schema(
+        operation_id="conversations_export",
+        summary="Download a conversation",
+        description="`json`: the lossless export, importable: version 2 by default (every "
+        "branch, each message's branch, the active branch), or with `version=1` the active "
+        "branch's path alone as a version 1 document; `markdown`: for people (the active "
+        "path, other versions noted where they branch off); `jsonl`: one line in OpenAI's "
+        "chat fine-tuning format (the active path). Streamed.",
+        parameters=[
+            OpenApiParameter("format", str, enum=list(EXPORTS), description="Default json."),
+            OpenApiParameter(
+                "version",
+                str,
+                enum=list(EXPORT_VERSIONS),
+                description="The JSON document's version (json only): default 2.",
+            ),
+        ],
+        responses={
+            (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT),
+            (200, "text/markdown"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "application/jsonl"): OpenApiResponse(OpenApiTypes.STR),
+        },
+    )
+    def get(self, request: Request, conversation_id: str) -> StreamingHttpResponse:
+        conversation = _conversation(request, conversation_id)
+        format = request.query_params.get("format", "json")
+        if format not in EXPORTS:
+            message = "must be json, markdown or jsonl"
+            raise ApiError(
+                400,
+                "invalid",
+                f"Query parameter 'format' {message}.",
+                {"problems": [{"path": "$.query.format", "message": message}]},
+            )
+        version = request.query_params.get("version", "2")
+        if version not in EXPORT_VERSIONS:
+            message = "must be 1 or 2"
+            raise ApiError(
+                400,
+                "invalid",
+                f"Query parameter 'version' {message}.",
+                {"problems": [{"path": "$.query.version", "message": message}]},
+            )
+        content_type, extension = EXPORTS[format]
+        chunks = _export_chunks(conversation, format, EXPORT_VERSIONS[version])
+        streamed = _in_batches(chunks) if isinstance(request._request, ASGIRequest) else chunks
+        response = StreamingHttpResponse(streamed, content_type=content_type)
+        response["Content-Disposition"] = (
+            f'attachment; filename="conversation-{conversation.pk}.{extension}"'
+        )
+        return response
+
+
+class ImportView(ApiView):
+    def body_limit(self) -> int:
+        limit: int = settings.PARLEY_IMPORT_MAX_BYTES
+        return limit
+
+    @extend_schema(
+        operation_id="conversations_import",
+        summary="Import a conversation (or a ChatGPT export)",
+        description=import_schema.DESCRIPTION,
+        request=import_schema.REQUEST,
+        responses={201: import_schema.CREATED},
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        owner = request.user
+        if chatgpt.chatgpt_export_detect(request.body):
+            report = services.conversations_import_chatgpt(owner=owner, document=request.body)  # type: ignore[arg-type]
+            if not report.imported:
+                details = {**problems_details(report.problems()), **report.payload()}
+                raise ApiError(400, "invalid_import", report.summary(), details)
+            return Response(report.payload(), status=201)
+        conversation = services.conversation_import(owner=owner, document=request.body)  # type: ignore[arg-type]
+        return Response(conversation_payload(conversation), status=201)

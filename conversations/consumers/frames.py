@@ -1,0 +1,206 @@
+"""What the conversation websocket does with each client frame.
+
+A mixin of ConversationConsumer (conversations/consumers/__init__.py), which parses a
+frame, checks the socket's credential and calls the handler named by its `type`. A
+handler checks the frame's fields, calls the engine or a service, and answers the way
+every frame that starts a run does: it follows the run, so the run's events (from
+`run.created` on) stream on this socket; the other sockets of the conversation hear the
+notifications (`conversation.run_started`, `conversation.branch_created`,
+`conversation.updated`, ...). A refusal raises FrameError, which the consumer sends as an
+`error` frame; the socket stays open.
+"""
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from config.async_db import db_call
+from conversations import notifications, selectors, services
+from conversations.engine import message_edit, reply_regenerate, run_cancel, run_start
+from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
+from conversations.models import Branch, Conversation, Message, Run
+
+Frame = dict[str, Any]
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _text(frame: Frame, name: str, *, required: bool = True) -> str:
+    value = frame.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise FrameError("invalid_frame", f"'{name}' must be a string")
+    return value
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The domain's refusals as error frames, with the same codes for every frame: an id
+    that is not this conversation's (another user's, another conversation's, unknown or
+    malformed) is `not_found`, never a hint that it exists elsewhere."""
+    try:
+        yield
+    except Conflict as exc:
+        raise FrameError("run_active", str(exc)) from None
+    except ValidationFailed as exc:
+        raise FrameError("invalid", str(exc)) from None
+    except QuotaExceeded as exc:
+        raise FrameError(exc.code, exc.message) from None
+    except Message.DoesNotExist:
+        raise FrameError("not_found", "no such message in this conversation") from None
+    except Branch.DoesNotExist:
+        raise FrameError("not_found", "no such branch in this conversation") from None
+
+
+class FrameHandlers:
+    """The client frames, by type. Needs the consumer's conversation and run following."""
+
+    conversation: Conversation | None
+    following: str | None
+
+    if TYPE_CHECKING:  # provided by ConversationConsumer and its base class
+
+        def _follow(self, run_id: str, *, after: int | None) -> None: ...
+
+        async def _follow_stored(self, run_id: str, *, after: int | None) -> None: ...
+
+        async def send_json(self, content: Any, close: bool = False) -> None: ...
+
+    def _handlers(self) -> dict[str, Callable[[Frame], Awaitable[None]]]:
+        return {
+            "message.create": self._message_create,
+            "message.regenerate": self._message_regenerate,
+            "message.edit": self._message_edit,
+            "branch.switch": self._branch_switch,
+            "run.cancel": self._run_cancel,
+            "subscribe": self._subscribe,
+            "draft.update": self._draft_update,
+            "ping": self._ping,
+        }
+
+    def _follow_started(self, run: Run) -> None:
+        # A repeat (same client_id) may name the run this socket already follows.
+        if self.following != str(run.pk):
+            self._follow(str(run.pk), after=None)
+
+    async def _message_create(self, frame: Frame) -> None:
+        content = _text(frame, "content")
+        client_id = _text(frame, "client_id", required=False)
+        assert self.conversation is not None
+        with _refusals():
+            _, run = await _run_start(self.conversation, content, client_id)
+        self._follow_started(run)
+
+    async def _message_regenerate(self, frame: Frame) -> None:
+        message_id = _text(frame, "message_id")
+        client_id = _text(frame, "client_id", required=False)
+        assert self.conversation is not None
+        with _refusals():
+            run = await _reply_regenerate(self.conversation, message_id, client_id)
+        self._follow_started(run)
+
+    async def _message_edit(self, frame: Frame) -> None:
+        message_id = _text(frame, "message_id")
+        content = _text(frame, "content")
+        client_id = _text(frame, "client_id", required=False)
+        assert self.conversation is not None
+        with _refusals():
+            run = await _message_edit(self.conversation, message_id, content, client_id)
+        self._follow_started(run)
+
+    async def _branch_switch(self, frame: Frame) -> None:
+        branch_id = _text(frame, "branch_id")
+        assert self.conversation is not None
+        with _refusals():
+            shown, changed = await _branch_switch(self.conversation, branch_id)
+        if not changed:
+            # Already shown: no notification goes out, so this socket alone hears that
+            # the switch holds (the same frame other sockets get when it changes).
+            await self.send_json(
+                {
+                    "type": notifications.UPDATED,
+                    "conversation_id": str(self.conversation.pk),
+                    "active_branch_id": shown,
+                }
+            )
+
+    async def _run_cancel(self, frame: Frame) -> None:
+        assert self.conversation is not None
+        if not await _run_cancel_active(self.conversation):
+            raise FrameError("no_active_run", "there is no reply being generated to cancel")
+
+    async def _subscribe(self, frame: Frame) -> None:
+        run_id = _text(frame, "run_id")
+        after = frame.get("after")
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
+            raise FrameError("invalid_frame", "'after' must be an integer sequence number")
+        if after is not None and after < -1:
+            raise FrameError("invalid_frame", "'after' must be a sequence number (-1 or more)")
+        await self._follow_stored(run_id, after=after)
+
+    async def _draft_update(self, frame: Frame) -> None:
+        draft = _text(frame, "draft")
+        assert self.conversation is not None
+        try:
+            await _draft_update(self.conversation, draft)
+        except ValidationFailed as exc:
+            raise FrameError("invalid", str(exc)) from None
+
+    async def _ping(self, frame: Frame) -> None:
+        await self.send_json({"type": "pong"})
+
+
+# --- database access (sync ORM, off the event loop) ----------------------------------------
+# Those that start a run or switch re-read the conversation first: the socket's copy is as
+# old as the connection, and its counters and active branch have moved since.
+
+
+@db_call
+def _run_start(conversation: Conversation, content: str, client_id: str) -> tuple[Any, Run]:
+    conversation.refresh_from_db()
+    return run_start(conversation=conversation, content=content, client_id=client_id)
+
+
+@db_call
+def _reply_regenerate(conversation: Conversation, message_id: str, client_id: str) -> Run:
+    conversation.refresh_from_db()
+    _, run = reply_regenerate(conversation=conversation, message_id=message_id, client_id=client_id)
+    return run
+
+
+@db_call
+def _message_edit(conversation: Conversation, message_id: str, content: str, client_id: str) -> Run:
+    conversation.refresh_from_db()
+    _, _, run = message_edit(
+        conversation=conversation, message_id=message_id, content=content, client_id=client_id
+    )
+    return run
+
+
+@db_call
+def _branch_switch(conversation: Conversation, branch_id: str) -> tuple[str, bool]:
+    """The branch now shown, and whether this switch changed it (and so announced it)."""
+    conversation.refresh_from_db()
+    before = conversation.active_branch_id
+    branch = services.branch_switch(conversation=conversation, branch_id=branch_id)
+    return str(branch.pk), branch.pk != before
+
+
+@db_call
+def _run_cancel_active(conversation: Conversation) -> bool:
+    run = selectors.run_active(conversation=conversation)
+    if run is None:
+        return False
+    run_cancel(run=run)
+    return True
+
+
+@db_call
+def _draft_update(conversation: Conversation, draft: str) -> None:
+    services.conversation_draft_update(conversation=conversation, draft=draft)
