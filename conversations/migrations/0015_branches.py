@@ -50,9 +50,7 @@ class Migration(migrations.Migration):
             options={
                 "indexes": [
                     models.Index(fields=["parent", "fork_seq"], name="branch_fork_point"),
-                    models.Index(
-                        fields=["conversation", "created_at", "id"], name="branch_list"
-                    ),
+                    models.Index(fields=["conversation", "created_at", "id"], name="branch_list"),
                 ],
                 "constraints": [
                     models.UniqueConstraint(
