@@ -1,15 +1,17 @@
 // What can be done with a message: Copy (its text as written: a reply's Markdown source,
 // or one code block's text) and Fork to new chat (a new conversation with the messages up
-// to this one). The buttons are drawn with every message and shown on hover or focus;
-// their clicks are handled here once for the whole list.
+// to this one); Edit and Regenerate are drawn here too but handled by editing.js. The
+// buttons are drawn with every message and shown on hover or focus; their clicks are
+// handled here once for the whole list.
 import { api } from "./api.js";
+import { extraAction } from "./editing.js";
 
 const FEEDBACK_MS = 1500;
 
-export function actionBar() {
+export function actionBar(article) {
   const bar = document.createElement("div");
   bar.className = "message-actions";
-  bar.innerHTML = `
+  bar.innerHTML = `${article ? extraAction(article) : ""}
     <button type="button" data-action="copy">Copy</button>
     <button type="button" data-action="fork">Fork to new chat</button>
     <span class="action-status visually-hidden" role="status"></span>`;

@@ -5,7 +5,9 @@
 // happens in place: the page stays, its parts are emptied and filled again.
 import { MessageActions } from "./actions.js";
 import { api } from "./api.js";
+import { Branches } from "./branches.js";
 import { DraftPanel } from "./draft.js";
+import { Editing } from "./editing.js";
 import { runEventHandler } from "./events.js";
 import { Importer } from "./importer.js";
 import { Navigation } from "./navigation.js";
@@ -62,6 +64,9 @@ const openNew = (conversation) => {
   navigation.go(conversation.id);
 };
 new MessageActions(messagesBox, { transcript, conversation: () => state.conversation, onForked: openNew });
+// Edits, regenerations and ‹ k/n › show another branch's path in place (branches.js).
+const branches = new Branches(messagesBox, { transcript, state, replay: (frame) => handleFrame(frame), flash });
+new Editing(messagesBox, { transcript, branches, state, setActiveRun, maxChars: config.maxMessageChars });
 new Importer({ onImported: openNew, onReport: () => sidebar.reload() });
 
 // --- connection indicator ------------------------------------------------------------------
@@ -101,6 +106,7 @@ function show(conversationId) {
   state.cursors.clear();
   state.ended.clear();
   transcript.reset();
+  branches.reset();
   setConversation(null);
   showConnection("idle");
   sendButton.disabled = false;
@@ -149,8 +155,7 @@ async function open(conversationId) {
     if (shown !== state.shown) return;
     setConversation(detail);
     draft.load(detail.draft);
-    const after = Math.max(0, detail.message_count - HISTORY_PAGE);
-    page = await api(`conversations/${conversationId}/messages/?after=${after}&limit=${HISTORY_PAGE}`);
+    page = await branches.open(detail); // the newest page of the branch shown
   } catch (error) {
     if (shown === state.shown) transcript.note(error.message, "error");
     return;
@@ -183,7 +188,7 @@ messagesBox.addEventListener("scroll", async () => {
     const after = Math.max(0, oldest - 1 - HISTORY_PAGE);
     const limit = oldest - 1 - after;
     const id = state.conversation.id;
-    const page = await api(`conversations/${id}/messages/?after=${after}&limit=${limit}`);
+    const page = await api(`conversations/${id}/messages/?after=${after}&limit=${limit}${branches.query()}`);
     if (state.conversation && state.conversation.id === id) transcript.prependPage(page.results);
   } catch (error) {
     flash(error.message);
@@ -195,6 +200,7 @@ messagesBox.addEventListener("scroll", async () => {
 // --- frames from the socket --------------------------------------------------------------
 
 function handleFrame(frame) {
+  if (branches.hold(frame)) return; // another version is being drawn: after it
   if ("sequence_number" in frame) {
     handleRunEvent(frame);
     return;
@@ -204,6 +210,7 @@ function handleFrame(frame) {
       catchUp(frame);
       break;
     case "conversation.message":
+      if (!branches.accepts(frame.message)) break;
       transcript.addStored(frame.message);
       if (transcript.nearBottom(200)) transcript.scrollToBottom();
       break;
@@ -217,6 +224,7 @@ function handleFrame(frame) {
     case "conversation.updated":
       setConversation({ ...state.conversation, ...frame });
       sidebar.touch(state.conversation);
+      branches.follow(frame.active_branch_id);
       break;
     case "conversation.draft_updated":
       draft.changed(frame.draft, frame.by);
@@ -251,13 +259,14 @@ function handleFrame(frame) {
 async function catchUp({ reconnected, active_run_id: activeRunId }) {
   const id = state.conversation.id;
   try {
-    const page = await api(`conversations/${id}/messages/?after=${transcript.newestSeq}&limit=200`);
+    const page = await api(`conversations/${id}/messages/?after=${transcript.newestSeq}&limit=200${branches.query()}`);
     if (!state.conversation || state.conversation.id !== id) return;
     for (const message of page.results) transcript.addStored(message);
   } catch {
     // The next reconnect tries again.
   }
   if (!reconnected) return;
+  branches.recheck(id);
   if (activeRunId && !state.cursors.has(activeRunId)) {
     state.socket.send({ type: "subscribe", run_id: activeRunId });
   } else if (!activeRunId && state.activeRun) {

@@ -4,7 +4,7 @@
 // parts of one turn (see turns.js).
 import { renderMarkdown } from "./markdown.js";
 import { storedThoughts, thoughtsBox, thoughtsLabel } from "./thoughts.js";
-import { addPart, adoptCard, joinAcrossPage, newPart, settleTurn, turnFor, withActions } from "./turns.js";
+import { addPart, adoptCard, joinAcrossPage, markVersions, newPart, settleTurn, turnFor, withActions } from "./turns.js";
 
 const ROLE_LABEL = { user: "You", assistant: "Parley", tool: "Tool", system: "Note" };
 
@@ -394,4 +394,5 @@ function stamp(element, message) {
   if (typeof message.branch_id === "string" && message.branch_id) {
     element.dataset.branchId = message.branch_id;
   }
+  markVersions(element, message); // ‹ k/n › where the message has other versions
 }

@@ -5,6 +5,8 @@
 // message between them belong to the same turn, live and from history alike.
 import { actionBar } from "./actions.js";
 
+export { markVersions } from "./versions.js";
+
 // The last message element of `holder` (the list, or a page of history being built),
 // skipping small notes ("Parley updated the draft.") drawn between a turn's parts.
 function lastArticle(holder, stop) {
@@ -36,8 +38,9 @@ export function newPart(id) {
   return part;
 }
 
+// Parts go before the turn's ‹ k/n › (versions.js) and its actions.
 export function addPart(turn, part) {
-  turn.querySelector(".message-actions").before(part);
+  (turn.querySelector(":scope > .versions") || turn.querySelector(".message-actions")).before(part);
 }
 
 // A turn cut in two by a page boundary (its first messages on the older page) is one
@@ -68,6 +71,6 @@ export function adoptCard(card, owner) {
 }
 
 export function withActions(article) {
-  article.append(actionBar());
+  article.append(actionBar(article));
   return article;
 }
