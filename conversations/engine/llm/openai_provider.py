@@ -7,7 +7,10 @@ own retries are off (`max_retries=0`): a streamed call may only be retried befor
 event reached the runner, and only this module knows when that happened.
 
 The SDK sends the request and raises its status errors; the SSE body is read by
-conversations/engine/llm/openai_sse.py.
+conversations/engine/llm/openai_sse.py. The request goes through the SDK's generic `post`,
+not the typed `chat.completions.create`: that one runs `maybe_transform` over every message
+and tool, which changed nothing in our (already wire-format) messages and made a
+400-message request cost 74 ms of CPU instead of 3 (docs/PERFORMANCE.md, issue 19).
 """
 
 from __future__ import annotations
@@ -21,16 +24,14 @@ import time
 import weakref
 from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 import httpx2
 import openai
 from django.conf import settings
-from openai.types.chat import (
-    ChatCompletionMessageParam,
-    ChatCompletionToolUnionParam,
-)
+from openai._response import async_to_streamed_response_wrapper
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from conversations.engine.llm.base import GenerationSettings, ProviderError, StreamEvent
 from conversations.engine.llm.openai_sse import ChunkTranslator, read_chunks
@@ -181,21 +182,9 @@ class OpenAIProvider:
     ) -> AbstractAsyncContextManager[openai.AsyncAPIResponse[Any]]:
         # Entering sends the request: status errors and connect/header timeouts are raised
         # there as usual. The body is left unread for `read_chunks`; leaving closes it.
-        # Messages and tools are already in OpenAI's wire format; the casts only name that.
         # `legacy`: the server only knows the token limit as `max_tokens`.
-        limit = generation.max_output_tokens
-        temperature = generation.temperature
-        return self.client.chat.completions.with_streaming_response.create(
-            model=model,
-            messages=cast(list[ChatCompletionMessageParam], messages),
-            tools=cast(list[ChatCompletionToolUnionParam], tools) if tools else openai.omit,
-            max_completion_tokens=openai.omit if legacy else limit,
-            max_tokens=limit if legacy else openai.omit,
-            # Sent only when chosen: otherwise the model's own default applies.
-            temperature=openai.omit if temperature is None else temperature,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
+        body = _request_body(model, messages, tools, generation, legacy=legacy)
+        return _streamed_chat_completion(self.client, body)
 
     def _retry_delay(self, attempt: int, error: openai.APIError) -> float:
         retry_after = _retry_after_seconds(error)
@@ -203,6 +192,59 @@ class OpenAIProvider:
             return min(max(retry_after, 0.0), self.retry_after_max)
         delay = min(self.backoff_base * 2**attempt, self.backoff_max)
         return delay * (1 + random.uniform(0, 0.25))  # jitter spreads out concurrent retries
+
+
+def _request_body(
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    generation: GenerationSettings,
+    *,
+    legacy: bool,
+) -> dict[str, Any]:
+    """The chat completion request's JSON body: the very keys, values and key order that
+    `chat.completions.create(stream=True, ...)` sent for these inputs, built as a plain dict.
+
+    Messages and tools are already in OpenAI's wire format, and for such input the typed
+    path's `maybe_transform` returns an equal copy; it only costs CPU to find that out
+    (~68 ms for a 400-message history against ~0.7 ms for `json.dumps` of the body: see
+    docs/PERFORMANCE.md). tests/conversations/llm/test_request_body.py checks the equality.
+    """
+    # Keys in the order of the SDK's own params dict, so even the bytes on the wire match.
+    body: dict[str, Any] = {"model": model, "stream": True, "messages": messages}
+    body["max_tokens" if legacy else _LIMIT_PARAMETER] = generation.max_output_tokens
+    body["stream_options"] = {"include_usage": True}
+    if generation.temperature is not None:  # otherwise the model's own default applies
+        body["temperature"] = generation.temperature
+    if tools:
+        body["tools"] = tools
+    return body
+
+
+async def _post_chat_completion(
+    client: openai.AsyncOpenAI,
+    body: dict[str, Any],
+    *,
+    extra_headers: dict[str, str] | None = None,
+) -> openai.AsyncStream[ChatCompletionChunk]:
+    """What `chat.completions.create` does after its transform, with the body as given:
+    the client's own `post`, so its auth and user-agent headers, timeout, retries
+    (`max_retries`) and status-error mapping all apply unchanged. `security` is the typed
+    method's (the project key as Bearer, never an admin key)."""
+    return await client.post(
+        "/chat/completions",
+        body=body,
+        cast_to=ChatCompletion,
+        options={"headers": extra_headers or {}, "security": {"bearer_auth": True}},
+        stream=True,
+        stream_cls=openai.AsyncStream[ChatCompletionChunk],
+    )
+
+
+# The SDK's own `with_streaming_response` wrapper, as it wraps `create`: it asks (by an
+# `X-Stainless-Raw-Response` header, sent as before) for the raw response with its body
+# unread, and returns a context manager that sends on entry and closes the body on exit.
+_streamed_chat_completion = async_to_streamed_response_wrapper(_post_chat_completion)
 
 
 def _unwrapped(error: openai.APIError) -> openai.APIError:
