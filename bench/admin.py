@@ -3,8 +3,10 @@
 Seeds 100,000 conversations owned by 1,000 users, with 1,000,000 messages, using COPY:
 100 "long" conversations of 10,000 messages each (user turns, assistant replies with
 token usage, tool calls and results, one completed run per user turn) and 99,900
-conversations holding only metadata, with activity spread over 90 days. COPY bypasses the
-services, so the usage rollup is then filled the way the migration fills it (timed). Then,
+conversations holding only metadata, with activity spread over 90 days. Each conversation
+gets its root branch (the active one, holding all its messages), which COPY does not make
+as Conversation.save() does. COPY bypasses the services, so the usage rollup is then
+filled the way the migration fills it (timed). Then,
 through the real admin (Django's test client, signed in as a superuser, DEBUG off), it
 measures:
 
@@ -41,7 +43,7 @@ from bench.common import django_setup
 django_setup("config.settings.local")
 
 from django.core.management import call_command  # noqa: E402
-from django.db import connection, models  # noqa: E402
+from django.db import connection, models, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from django.urls import reverse  # noqa: E402
@@ -50,7 +52,14 @@ from tqdm import tqdm  # noqa: E402
 
 from accounts.models import User  # noqa: E402
 from conversations import services  # noqa: E402
-from conversations.models import AuditEvent, Conversation, Message, Run, UsageDay  # noqa: E402
+from conversations.models import (  # noqa: E402
+    AuditEvent,
+    Branch,
+    Conversation,
+    Message,
+    Run,
+    UsageDay,
+)
 
 USERS = 1_000
 CONVERSATIONS = 100_000
@@ -146,10 +155,16 @@ def texts(rng: Random, count: int, chars: int) -> list[str]:
 
 
 def long_conversation_rows(
-    conversation_id: uuid.UUID, size: int, end: datetime, rng: Random, pool: list[str]
+    conversation_id: uuid.UUID,
+    branch_id: uuid.UUID,
+    size: int,
+    end: datetime,
+    rng: Random,
+    pool: list[str],
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """("message" | "run", row) for one long conversation: user turn, sometimes a tool call
-    and its result, then the assistant's reply with usage; a completed run per turn."""
+    """("message" | "run", row) for one long conversation, all on its root branch: user
+    turn, sometimes a tool call and its result, then the assistant's reply with usage; a
+    completed run per turn."""
     seq = 0
     start = end - timedelta(seconds=size * 30)
     run_id: uuid.UUID | None = None
@@ -161,6 +176,7 @@ def long_conversation_rows(
         return "message", {
             "id": uuid.uuid4(),
             "conversation_id": conversation_id,
+            "branch_id": branch_id,
             "seq": seq,
             "created_at": at,
             "run_id": run_id,
@@ -178,6 +194,7 @@ def long_conversation_rows(
             {
                 "id": run_id,
                 "conversation_id": conversation_id,
+                "branch_id": branch_id,
                 "trigger_message_id": user[1]["id"],
                 "status": Run.Status.COMPLETED,
                 "model": "gpt-4o-mini",
@@ -206,7 +223,8 @@ def long_conversation_rows(
 
 
 def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list[uuid.UUID]]:
-    """Users, conversations, then the long conversations' messages and runs."""
+    """Users, conversations with their root branches, then the long conversations'
+    messages and runs."""
     root = User.objects.create_superuser(username=f"{prefix}root", password=secrets.token_hex())
     User.objects.bulk_create(
         [
@@ -222,19 +240,32 @@ def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list
     now = timezone.now()
     titles = texts(rng, 500, 40)
     long_ids = [uuid.uuid4() for _ in range(args.long)]
+    roots: list[dict[str, Any]] = []
 
     def conversations() -> Iterator[dict[str, Any]]:
         for index in tqdm(range(args.conversations), desc="conversations", unit="conv"):
             long = index < args.long
             active = now - timedelta(seconds=rng.randint(0, ACTIVITY_DAYS * 86400))
+            conversation_id = long_ids[index] if long else uuid.uuid4()
+            created_at = active - timedelta(days=rng.randint(0, 30))
+            root_id = uuid.uuid4()
+            roots.append(
+                {
+                    "id": root_id,
+                    "conversation_id": conversation_id,
+                    "message_count": args.long_messages if long else 0,
+                    "created_at": created_at,
+                }
+            )
             yield {
-                "id": long_ids[index] if long else uuid.uuid4(),
+                "id": conversation_id,
                 "owner_id": owner_ids[index % len(owner_ids)],
                 "title": rng.choice(titles)[:80],
                 "system_prompt": "You are a concise assistant for a small analytics team.",
                 "model": "gpt-4o-mini" if index % 7 else "llama3.1:8b",
                 "message_count": args.long_messages if long else 0,
-                "created_at": active - timedelta(days=rng.randint(0, 30)),
+                "active_branch_id": root_id,
+                "created_at": created_at,
                 "updated_at": active,
                 "last_activity_at": active,
                 "flagged": index % 500 == 0,
@@ -242,7 +273,11 @@ def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list
                 "archived_at": active if index % 11 == 0 else None,
             }
 
-    copy_rows(Conversation, conversations())
+    # One transaction: a conversation and its root point at each other, checked at commit.
+    with transaction.atomic():
+        copy_rows(Conversation, conversations())
+        copy_rows(Branch, roots)
+    root_of = {row["conversation_id"]: row["id"] for row in roots[: args.long]}
 
     pool = texts(rng, 2000, 200)
     runs: list[dict[str, Any]] = []
@@ -251,7 +286,7 @@ def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list
         with tqdm(total=args.long * args.long_messages, desc="messages", unit="msg") as bar:
             for conversation_id in long_ids:
                 for kind, row in long_conversation_rows(
-                    conversation_id, args.long_messages, now, rng, pool
+                    conversation_id, root_of[conversation_id], args.long_messages, now, rng, pool
                 ):
                     if kind == "run":
                         runs.append(row)
@@ -262,7 +297,7 @@ def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list
     copy_rows(Message, messages())
     copy_rows(Run, runs)
     with connection.cursor() as cursor:
-        for model in (User, Conversation, Message, Run):
+        for model in (User, Conversation, Branch, Message, Run):
             cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     return root, long_ids
 
@@ -422,6 +457,8 @@ def run(args: argparse.Namespace, prefix: str) -> None:
     assert response.status_code == 302, response.status_code
     left = Message.objects.filter(conversation_id__in=long_ids).count()
     assert left == 0, left
+    left = Branch.objects.filter(conversation_id__in=long_ids).count()
+    assert left == 0, left
 
     label = database_label()
     print(f"\nbench.admin on {label}, {os.cpu_count()} CPUs, repeats={args.repeats}\n")
@@ -492,7 +529,8 @@ def cleanup(prefix: str) -> None:
     users = User.objects.filter(username__startswith=prefix)
     ids = list(users.values_list("pk", flat=True))
     services.conversations_delete(actor=None, queryset=Conversation.objects.filter(owner__in=ids))
-    AuditEvent.objects.filter(owner_id__in=ids).delete()
+    # Searches' events name no owner, only their actor (cleared when the user goes).
+    AuditEvent.objects.filter(models.Q(owner_id__in=ids) | models.Q(actor_id__in=ids)).delete()
     # A deleted account's usage stays in the daily totals; the benchmark's must not.
     UsageDay.objects.filter(owner_id__in=ids).delete()
     users.delete()

@@ -3,7 +3,9 @@
 Builds, for a throwaway `bench-api-*` user on PostgreSQL: 1,000 conversations, one of
 them with 100,000 messages, and 1,000,000 messages in all (the others share the rest), with
 ~200-character texts drawn from a skewed vocabulary so search words range from rare to
-common. Rows are loaded with COPY (the search index is built once, after the load). Then
+common. Each conversation gets its root branch, holding all its messages (bulk inserts
+bypass Conversation.save(), which makes it). Messages are loaded with COPY (the search
+index is built once, after the load). Then
 it times, through the whole Django stack in-process with an API key (authentication,
 throttle, view, JSON), round-robin:
 
@@ -40,13 +42,13 @@ from bench.common import django_setup
 django_setup("config.settings.local")
 
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
 from accounts import services as account_services  # noqa: E402
 from accounts.models import User  # noqa: E402
-from conversations.models import Conversation, Message  # noqa: E402
+from conversations.models import Branch, Conversation, Message  # noqa: E402
 
 CONVERSATIONS = 1_000
 BIG = 100_000
@@ -102,10 +104,11 @@ class Texts:
 
 
 def copy_messages(rows: Any, count: int, label: str) -> None:
-    """COPY rows (conversation_id, seq, role, content, created_at) in chunks."""
+    """COPY rows (conversation_id, branch_id, seq, role, content, created_at) in chunks."""
+    # Every NOT NULL column without a database default is named (copied, reasoning too).
     columns = (
-        "(id, conversation_id, seq, role, kind, content, tool_calls, tool_call_id, name, "
-        "created_at)"
+        "(id, conversation_id, branch_id, seq, role, kind, content, reasoning, tool_calls, "
+        "tool_call_id, name, copied, created_at)"
     )
     raw = connection.connection
     with tqdm(total=count, desc=label, unit="msg", file=sys.stderr) as bar:
@@ -118,10 +121,10 @@ def copy_messages(rows: Any, count: int, label: str) -> None:
             bar.update(len(batch))
             batch.clear()
 
-        for conversation_id, seq, role, content, created_at in rows:
+        for conversation_id, branch_id, seq, role, content, created_at in rows:
             batch.append(
-                f"{uuid.uuid4()}\t{conversation_id}\t{seq}\t{role}\tmessage\t{content}\t[]\t\t\t"
-                f"{created_at.isoformat()}\n"
+                f"{uuid.uuid4()}\t{conversation_id}\t{branch_id}\t{seq}\t{role}\tmessage\t"
+                f"{content}\t\t[]\t\t\tf\t{created_at.isoformat()}\n"
             )
             if len(batch) >= 20_000:
                 flush()
@@ -131,31 +134,45 @@ def copy_messages(rows: Any, count: int, label: str) -> None:
 
 def build(user: User, rng: Random, big_size: int, total: int) -> tuple[Conversation, list[str]]:
     now = datetime.now(UTC)
+    per_other, extra = divmod(total - big_size, CONVERSATIONS - 1)
+    # Index 0 is the big one; each conversation's root branch holds its whole path.
+    counts = [big_size] + [per_other + (1 if i < extra else 0) for i in range(CONVERSATIONS - 1)]
     conversations = [
         Conversation(
             owner=user,
             title=f"Conversation {i}",
             last_activity_at=now - timedelta(minutes=i),
             created_at=now - timedelta(days=30),
+            message_count=counts[i],
+            active_branch_id=uuid.uuid4(),
         )
         for i in range(CONVERSATIONS)
     ]
-    Conversation.objects.bulk_create(conversations, batch_size=1000)
+    roots = [
+        Branch(
+            id=c.active_branch_id,
+            conversation=c,
+            message_count=c.message_count,
+            created_at=c.created_at,
+        )
+        for c in conversations
+    ]
+    # One transaction: a conversation and its root point at each other, checked at commit.
+    with transaction.atomic():
+        Conversation.objects.bulk_create(conversations, batch_size=1000)
+        Branch.objects.bulk_create(roots, batch_size=1000)
     big = conversations[0]
     words = vocabulary(rng)
     texts = Texts(rng, words)
-    others = conversations[1:]
-    per_other, extra = divmod(total - big_size, len(others))
-    sizes = {big.pk: big_size} | {
-        c.pk: per_other + (1 if i < extra else 0) for i, c in enumerate(others)
-    }
+    sizes = {(c.pk, c.active_branch_id): c.message_count for c in conversations}
     start = now - timedelta(days=30)
 
     def rows() -> Any:
-        for conversation_id, size in sizes.items():
+        for (conversation_id, branch_id), size in sizes.items():
             for seq in range(1, size + 1):
                 role = "user" if seq % 2 else "assistant"
-                yield conversation_id, seq, role, texts.text(), start + timedelta(seconds=seq)
+                created_at = start + timedelta(seconds=seq)
+                yield conversation_id, branch_id, seq, role, texts.text(), created_at
 
     with connection.cursor() as cursor:
         # One index build after the load is several times faster than upkeep per row.
@@ -169,11 +186,10 @@ def build(user: User, rng: Random, big_size: int, total: int) -> tuple[Conversat
                 "CREATE INDEX IF NOT EXISTS message_search_vector ON conversations_message "
                 "USING gin (search_vector)"
             )
-    for conversation_id, size in sizes.items():
-        Conversation.objects.filter(pk=conversation_id).update(message_count=size)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE conversations_message")
         cursor.execute("ANALYZE conversations_conversation")
+        cursor.execute("ANALYZE conversations_branch")
     big.refresh_from_db()
     return big, words
 

@@ -96,7 +96,16 @@ def search_hits(
     # Ranking reads every candidate's vector, so a common word (a tenth of all messages)
     # would cost a rank per match; the newest PARLEY_SEARCH_CANDIDATES matches are ranked
     # instead, found by walking the created_at index backwards.
-    candidates = matching.order_by("-created_at").values("pk")[: settings.PARLEY_SEARCH_CANDIDATES]
+    # Read as a list of ids first: `_vector()` names the table, which inside a subquery
+    # would be the outer query's row (Django aliases the inner table), matching the
+    # wrong rows and running the subquery once per match.
+    candidates = list(
+        matching.order_by("-created_at").values_list("pk", flat=True)[
+            : settings.PARLEY_SEARCH_CANDIDATES
+        ]
+    )
+    if not candidates:
+        return []
     query = _query(q)
     start, stop = HIGHLIGHT
     rows = list(

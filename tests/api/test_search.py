@@ -95,3 +95,14 @@ def test_postgresql_ranks_only_the_newest_matches_of_a_common_word(api, conversa
     results = api.get("/api/v1/search/?q=cat").json()["results"]
     # The oldest (and best) match is past the newest two, so it is not ranked at all.
     assert sorted(r["seq"] for r in results) == [2, 3]
+
+
+@on_postgresql
+def test_postgresql_finds_an_old_match_behind_many_newer_messages(api, conversation, settings):
+    # The candidates are the newest matches, not the newest messages: a match older than
+    # PARLEY_SEARCH_CANDIDATES other messages is still found.
+    settings.PARLEY_SEARCH_CANDIDATES = 3
+    say(conversation, "the giraffe was tall", *[f"nothing here {i}" for i in range(8)])
+    results = api.get("/api/v1/search/?q=giraffe").json()["results"]
+    assert [r["seq"] for r in results] == [1]
+    assert "**giraffe**" in results[0]["snippet"]

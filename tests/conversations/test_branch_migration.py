@@ -77,7 +77,7 @@ def test_existing_conversations_move_onto_their_root_branch(monkeypatch):
     assert not Message.objects.filter(branch__isnull=True).exists()
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL foreign key")
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL constraint trigger")
 def test_the_database_refuses_a_fork_point_that_is_not_on_the_parent(owner):
     from django.db import IntegrityError, transaction
 
@@ -90,16 +90,23 @@ def test_the_database_refuses_a_fork_point_that_is_not_on_the_parent(owner):
         messages=[services.NewMessage(role="user", content="only one")],
     )
 
-    def checked(fork_seq: int) -> None:
+    def checked(fork_seq: int, parent: Branch = root) -> None:
         with transaction.atomic():
             Branch.objects.create(
-                conversation=conversation, parent=root, fork_seq=fork_seq, message_count=fork_seq
+                conversation=conversation,
+                parent=parent,
+                fork_seq=fork_seq,
+                message_count=fork_seq,
             )
             with connection.cursor() as cursor:
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
     with pytest.raises(IntegrityError):
         checked(2)
+    # A fork at 0 must hang on the root, not on another branch.
+    other = Branch.objects.create(conversation=conversation, parent=root, fork_seq=0)
+    with pytest.raises(IntegrityError):
+        checked(0, parent=other)
     # On the parent's own message: accepted.
     checked(1)
-    assert Branch.objects.filter(conversation=conversation).count() == 2
+    assert Branch.objects.filter(conversation=conversation).count() == 3
