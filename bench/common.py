@@ -1,5 +1,5 @@
-"""What every benchmark needs: Django set up, percentiles, process CPU, the fake upstream
-in its own process, and the clean-up of the bench user.
+"""What every benchmark needs: Django set up, percentiles, process CPU and memory, the fake
+upstream in its own process, the clean-up of the bench user, and a table of measures.
 
 Call `django_setup()` before importing anything that touches models.
 """
@@ -90,3 +90,21 @@ def owner_delete(owner: "User") -> None:
     UsageDay.objects.filter(owner=owner).delete()
     owner.delete()
     progress(f"cleaned up user {owner.username}, its conversations and {len(keys)} run logs")
+
+
+def status_kib(pid: int, field: str = "VmRSS") -> int:
+    """A memory figure of a process from /proc/<pid>/status, in KiB (VmRSS, VmHWM, ...)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split(f"{field}:", 1)[1].split()[0])
+
+
+# measure, value, target, met: None without a target, a string to say why there is no verdict
+Row = tuple[str, object, str, bool | str | None]
+
+
+def table_print(rows: list[Row]) -> None:
+    """A Markdown table of measures, each with its target and PASS / FAIL when it has one."""
+    print("| measure | value | target | result |\n|---|---:|---|---|")
+    for name, value, target, met in rows:
+        verdict = met if isinstance(met, str) else "" if met is None else "PASS" if met else "FAIL"
+        print(f"| {name} | {value} | {target} | {verdict} |")

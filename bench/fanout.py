@@ -58,6 +58,7 @@ from websockets.asyncio.client import ClientConnection
 
 from bench.common import cpu_seconds, database_refused, pct, progress
 from bench.resume import (
+    SILENCE_SECONDS,
     Stack,
     Timed,
     audit,
@@ -176,28 +177,31 @@ def cpu_used(samples: list[Sample], until: float) -> dict[str, float]:
     return used
 
 
+async def reply_follow(client: Client, silence: float = SILENCE_SECONDS) -> None:
+    """Send the client's `message.create` on its open socket (the time sent in `sent_at`)
+    and follow the reply to its terminal event (TimeoutError after `silence` s quiet)."""
+    assert client.ws is not None
+    client.sent_at = time.time()
+    content = f"{MARKER} {client.conversation}"  # the fake logs it: how chunks are matched
+    await client.ws.send(json.dumps({"type": "message.create", "content": content}))
+    client.run_id = await read_run(client.ws, client.got, limit=1, silence=silence)
+    if finished(client.got) or client.run_id is None:
+        return
+    reader = None
+    if client.probe is not None:  # from the first event on, as the socket reads it
+        after = client.got[-1][1]["sequence_number"]
+        reader = asyncio.ensure_future(probe(client.run_id, after, client.probe))
+    await read_run(client.ws, client.got, run_id=client.run_id, silence=silence)
+    if reader is not None:
+        await asyncio.wait_for(reader, 30)
+
+
 async def fanout(stack: Stack, clients: list[Client], rss: dict[str, int]) -> dict[str, float]:
     """Open every socket, then start and follow all replies at once; CPU cores used."""
     web = stack.webs[0]
 
     async def open_socket(client: Client) -> None:
         client.ws = await ws_open(web, client.conversation, stack.key)
-
-    async def reply(client: Client) -> None:
-        assert client.ws is not None
-        client.sent_at = time.time()
-        content = f"{MARKER} {client.conversation}"  # the fake logs it: how chunks are matched
-        await client.ws.send(json.dumps({"type": "message.create", "content": content}))
-        client.run_id = await read_run(client.ws, client.got, limit=1)
-        if finished(client.got) or client.run_id is None:
-            return
-        reader = None
-        if client.probe is not None:  # from the first event on, as the socket reads it
-            after = client.got[-1][1]["sequence_number"]
-            reader = asyncio.ensure_future(probe(client.run_id, after, client.probe))
-        await read_run(client.ws, client.got, run_id=client.run_id)
-        if reader is not None:
-            await asyncio.wait_for(reader, 30)
 
     await each(clients, open_socket, gate=20)  # 20 handshakes at a time: no SYN flood
     await asyncio.sleep(2)
@@ -206,7 +210,7 @@ async def fanout(stack: Stack, clients: list[Client], rss: dict[str, int]) -> di
     pids |= {"the fake upstream": stack.fake.pid, "the clients (this process)": os.getpid()}
     samples: list[Sample] = []
     sampler = asyncio.ensure_future(sample(pids, samples))
-    await each(clients, reply)
+    await each(clients, reply_follow)
     sampler.cancel()
     used = cpu_used(samples, max((c.got[-1][0] for c in clients if finished(c.got)), default=0))
     await asyncio.sleep(2)

@@ -51,6 +51,7 @@ from accounts.services import api_key_create  # noqa: E402
 from conversations import notifications, services  # noqa: E402
 from conversations.engine import eventlog  # noqa: E402
 from conversations.models import Message, Run  # noqa: E402
+from tests.e2e.processes import ChildProcess  # noqa: E402
 from tests.e2e.web import WebServer, web_start  # noqa: E402
 from tests.e2e.worker import Worker, worker_start  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
@@ -63,6 +64,7 @@ MAX_PAUSE = 0.3  # seconds between a cut and the reconnection: 0..MAX_PAUSE
 ABORT_SHARE = 0.75  # cuts without a close frame; the others close cleanly
 MAX_CUTS = 200
 TRIAL_TIMEOUT = 120.0
+SILENCE_SECONDS = 60.0  # read_run gives up after this long without a frame
 Timed = list[tuple[float, eventlog.Event]]  # (wall-clock receive time, run event)
 
 
@@ -91,7 +93,7 @@ class Stack:
         return str(services.conversation_create(owner=self.owner).pk)
 
 
-def process_stop(process: Worker | WebServer) -> None:
+def process_stop(process: ChildProcess) -> None:
     process.stop()
     if os.environ.get("PARLEY_BENCH_KEEP_LOGS"):
         progress(f"log kept: {process.log_path}")
@@ -149,13 +151,19 @@ def finished(got: Timed) -> bool:
 
 
 async def read_run(
-    ws: ClientConnection, got: Timed, *, run_id: str | None = None, limit: float = math.inf
+    ws: ClientConnection,
+    got: Timed,
+    *,
+    run_id: str | None = None,
+    limit: float = math.inf,
+    silence: float = SILENCE_SECONDS,
 ) -> str | None:
     """Append run events to `got` until the terminal one, or until `limit` new ones and the
-    run id is known (from an event or the run_started notification); returns the run id."""
+    run id is known (from an event or the run_started notification); returns the run id.
+    Raises TimeoutError after `silence` seconds without a frame."""
     new = 0
     while not (new >= limit and run_id):
-        frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        frame = json.loads(await asyncio.wait_for(ws.recv(), silence))
         at = time.time()
         if frame.get("type") == notifications.RUN_STARTED:
             run_id = run_id or frame["run"]["id"]
