@@ -5,6 +5,7 @@
 // handled here once for the whole list.
 import { api } from "./api.js";
 import { extraAction } from "./editing.js";
+import { clearProblem, showProblem } from "./problems.js";
 
 const FEEDBACK_MS = 1500;
 
@@ -137,14 +138,3 @@ function setLabel(button, label) {
   }
 }
 
-function showProblem(article, text) {
-  const problem = document.createElement("p");
-  problem.className = "action-error small";
-  problem.setAttribute("role", "alert");
-  problem.textContent = text;
-  article.append(problem);
-}
-
-function clearProblem(article) {
-  for (const old of article.querySelectorAll(":scope > .action-error")) old.remove();
-}

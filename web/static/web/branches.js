@@ -15,6 +15,7 @@
 // and offers them in the reply's place.
 import { api } from "./api.js";
 import { fillVersions, isBusy, syncVersions, versionsBox } from "./versions.js";
+import { clearProblem, showProblem } from "./problems.js";
 
 const PAGE = 50; // the newest messages shown when a whole path is drawn afresh
 const MAX_PAGE = 200; // the API's largest page
@@ -357,16 +358,3 @@ function cutFrom(transcript, first) {
   if (!transcript.container.querySelector(":scope > article")) transcript.empty.hidden = false;
 }
 
-function showProblem(holder, text) {
-  if (!holder) return;
-  const problem = document.createElement("p");
-  problem.className = "action-error small";
-  problem.setAttribute("role", "alert");
-  problem.textContent = text;
-  holder.append(problem);
-}
-
-function clearProblem(holder) {
-  if (!holder) return;
-  for (const old of holder.querySelectorAll(":scope > .action-error")) old.remove();
-}

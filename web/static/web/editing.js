@@ -11,6 +11,7 @@
 // loses the text: the editor stays open with it.
 import { api } from "./api.js";
 import { isBusy } from "./versions.js";
+import { clearProblem, showProblem } from "./problems.js";
 
 const LABEL = { edit: "Edit", regenerate: "Regenerate" };
 const TITLE = {
@@ -251,14 +252,3 @@ function autosize(textarea) {
   textarea.style.height = `${Math.min(textarea.scrollHeight + 2, 400)}px`;
 }
 
-function showProblem(article, text) {
-  const problem = document.createElement("p");
-  problem.className = "action-error small";
-  problem.setAttribute("role", "alert");
-  problem.textContent = text;
-  article.append(problem);
-}
-
-function clearProblem(article) {
-  for (const old of article.querySelectorAll(":scope > .action-error")) old.remove();
-}
