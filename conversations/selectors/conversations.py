@@ -2,11 +2,8 @@
 another user's rows can never come back: callers get "does not exist", which the API
 answers as 404."""
 
-import base64
-import binascii
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -17,9 +14,9 @@ from accounts.models import User
 from conversations import context
 from conversations.context import HistoryMessage
 from conversations.errors import Problem, ValidationFailed
-from conversations.json_input import json_parse
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.selectors.branches import alternatives_at, branch_active, path_messages
+from conversations.selectors.cursors import cursor_decode, cursor_encode
 from conversations.serializers import MESSAGE_FIELDS
 
 MAX_PAGE = 200
@@ -47,21 +44,14 @@ def conversation_get(*, user: User, conversation_id: UUID | str) -> Conversation
 
 
 def _encode_cursor(conversation: Conversation) -> str:
-    raw = json.dumps([conversation.last_activity_at.isoformat(), str(conversation.id)])
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    return cursor_encode([conversation.last_activity_at.isoformat(), str(conversation.id)])
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        stamp, key = json_parse(base64.urlsafe_b64decode(padded), max_depth=2)
-        when = datetime.fromisoformat(stamp)
-        if when.tzinfo is None or not isinstance(key, str):
-            raise ValueError("naive time or no id")
-        # In UTC here: a time at the edge of the calendar would overflow in the query.
-        return when.astimezone(UTC), UUID(key)
-    except (ValueError, TypeError, OverflowError, binascii.Error):
-        raise ValidationFailed([Problem("$.cursor", "is not a valid page cursor")]) from None
+    position = cursor_decode(cursor)
+    if position is None:
+        raise ValidationFailed([Problem("$.cursor", "is not a valid page cursor")])
+    return position
 
 
 def conversation_list(

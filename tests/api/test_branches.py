@@ -9,10 +9,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from conversations import services
-from conversations.engine import runner
 from conversations.models import Branch, Conversation, Message, Run
 from tests.api.conftest import error_of
 from tests.fake_openai import FakeOpenAI, Script
+from tests.steps import run_to_end
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -25,20 +25,6 @@ UNKNOWN = "00000000-0000-4000-8000-000000000000"
 def url(conversation: Conversation | str, rest: str = "") -> str:
     key = conversation.pk if isinstance(conversation, Conversation) else conversation
     return f"/api/v1/conversations/{key}/{rest}"
-
-
-def run_to_end(run_id: str, enqueued: list[str]) -> Run:
-    """Every step of the run in this process, as a worker would take them."""
-    enqueued.clear()
-    runner.run_step(run_id)
-    for _ in range(10):
-        if not enqueued:
-            break
-        enqueued.pop(0)
-        runner.run_step(run_id)
-    run = Run.objects.get(pk=run_id)
-    assert not run.is_active
-    return run
 
 
 def send(api: APIClient, conversation: Conversation, text: str, **extra: Any) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import pytest
 from django.utils import timezone
 
 from conversations import engine, selectors, services
-from conversations.engine import runner, watchdog
+from conversations.engine import watchdog
 from conversations.errors import Conflict, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
 from tests.fake_openai import FakeOpenAI, Script
+from tests.steps import run_to_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,19 +22,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def model(upstream: FakeOpenAI, redis_url: str) -> FakeOpenAI:
     return upstream
-
-
-def run_to_end(run: Run, enqueued: list[str]) -> Run:
-    enqueued.clear()
-    runner.run_step(str(run.pk))
-    for _ in range(10):
-        if not enqueued:
-            break
-        enqueued.pop(0)
-        runner.run_step(str(run.pk))
-    run.refresh_from_db()
-    assert not run.is_active
-    return run
 
 
 def ask(conversation: Conversation, text: str, model: FakeOpenAI, enqueued, reply: str) -> Run:

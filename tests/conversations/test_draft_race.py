@@ -18,9 +18,10 @@ from rest_framework.test import APIClient
 
 from conversations import engine
 from conversations.background_loop import loop_run
-from conversations.engine import eventlog, provider_get, runner
+from conversations.engine import eventlog, provider_get
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import FakeOpenAI, Script
+from tests.steps import run_to_end
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -107,19 +108,6 @@ def while_the_model_works(edit: Edit, conversation: Conversation, text: str) -> 
 def update_draft(call_id: str, text: str, **options: Any) -> Script:
     """A model reply that asks for update_draft(text)."""
     return Script(tool_calls=[(call_id, "update_draft", json.dumps({"draft": text}))], **options)
-
-
-def run_to_end(run: Run, enqueued: list[str]) -> Run:
-    enqueued.clear()
-    runner.run_step(str(run.pk))
-    for _ in range(10):
-        if not enqueued:
-            break
-        enqueued.pop(0)
-        runner.run_step(str(run.pk))
-    run.refresh_from_db()
-    assert not run.is_active
-    return run
 
 
 def tool_results(run: Run) -> list[tuple[str, bool]]:

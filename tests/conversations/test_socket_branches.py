@@ -11,11 +11,11 @@ from channels.testing import WebsocketCommunicator
 
 from accounts.models import ApiKey
 from conversations import services
-from conversations.engine import runner
 from conversations.models import Branch, Conversation, Message, Run
 from tests.conversations.test_consumers import close_thread_connections, connect_as
 from tests.conversations.test_socket_credentials import assert_closed, key_socket
 from tests.fake_openai import FakeOpenAI, Script
+from tests.steps import run_to_end
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -201,16 +201,6 @@ async def test_other_sockets_hear_the_new_branch_the_switch_and_the_run(conversa
     await receive_matching(second, "conversation.updated", active_branch_id=ids["root"])
     await first.disconnect()
     await second.disconnect()
-
-
-def run_to_end(run_id: str, enqueued: list[str]) -> None:
-    enqueued.clear()
-    runner.run_step(run_id)
-    for _ in range(10):
-        if not enqueued:
-            break
-        enqueued.pop(0)
-        runner.run_step(run_id)
 
 
 async def test_the_regenerated_reply_streams_with_its_alternatives(
