@@ -58,7 +58,10 @@ FORK_POINT_SQL = [
     """CREATE OR REPLACE FUNCTION conversations_branch_fork_point_check() RETURNS trigger
     LANGUAGE plpgsql AS $$
     BEGIN
-        IF NEW.parent_id IS NULL THEN
+        -- Checked at commit: a branch deleted by then (with its conversation) has no
+        -- fork point left to hold.
+        IF NEW.parent_id IS NULL
+            OR NOT EXISTS (SELECT 1 FROM conversations_branch WHERE id = NEW.id) THEN
             RETURN NULL;
         END IF;
         IF NEW.fork_seq = 0 AND EXISTS (

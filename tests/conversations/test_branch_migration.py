@@ -110,3 +110,26 @@ def test_the_database_refuses_a_fork_point_that_is_not_on_the_parent(owner):
     # On the parent's own message: accepted.
     checked(1)
     assert Branch.objects.filter(conversation=conversation).count() == 3
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL constraint trigger")
+def test_a_branch_deleted_with_its_conversation_before_commit_is_not_checked(owner):
+    from django.db import transaction
+
+    from conversations import services
+
+    with transaction.atomic():
+        conversation = services.conversation_create(owner=owner)
+        services.messages_append(
+            conversation=conversation,
+            messages=[services.NewMessage(role="user", content=f"m{i}") for i in range(3)],
+        )
+        services.branch_fork(
+            conversation=conversation,
+            source=Branch.objects.get(conversation=conversation),
+            fork_seq=2,
+        )
+        services.conversation_delete(conversation=conversation)
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    assert not Branch.objects.filter(conversation_id=conversation.pk).exists()
