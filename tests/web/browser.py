@@ -90,3 +90,10 @@ def wait_idle(page: Page) -> None:
 
 def pages(context: BrowserContext) -> Iterator[Page]:
     yield from context.pages
+
+
+def send(page: Page, text: str) -> None:
+    """Type a message into the box and press Enter, as a person sends it."""
+    box = page.get_by_label("Message", exact=True)
+    box.fill(text)
+    box.press("Enter")

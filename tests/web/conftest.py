@@ -5,10 +5,11 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
+from accounts.models import User
 from tests.e2e.web import web_start
 from tests.e2e.worker import worker_start
 from tests.fake_openai import FakeOpenAI
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack
+from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack, log_in
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +72,10 @@ def _fresh_fake(request: pytest.FixtureRequest) -> None:
     # Scripts a failed test left queued must not answer the next test's requests.
     if "stack" in request.fixturenames:
         request.getfixturevalue("stack").fake.reset()
+
+
+@pytest.fixture
+def chat_page(page: Page, context: BrowserContext, stack: Stack, owner: User) -> Page:
+    """A logged-in page of the owner's, not yet on the chat."""
+    log_in(context, stack, owner)
+    return page

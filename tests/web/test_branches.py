@@ -12,18 +12,12 @@ from conversations import services
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import Script
 from tests.waiting import wait_until
-from tests.web.browser import Stack, log_in, wait_idle
+from tests.web.browser import Stack, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STORY = "".join(f"word{i} " for i in range(40)).strip()
 TRIP = ["Where should I go?", "Lisbon.", "And after that?", "Porto."]
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
 
 
 def trip(owner) -> Conversation:

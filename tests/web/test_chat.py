@@ -12,23 +12,11 @@ from conversations import services
 from conversations.models import Message, Run
 from tests.fake_openai import Script
 from tests.waiting import wait_until
-from tests.web.browser import Stack, log_in, record_assistant_states, wait_idle
+from tests.web.browser import Stack, record_assistant_states, send, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STORY = "".join(f"word{i} " for i in range(60)).strip()
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
-
-
-def send(page: Page, text: str) -> None:
-    box = page.get_by_label("Message", exact=True)
-    box.fill(text)
-    box.press("Enter")
 
 
 def stored_reply(run: Run) -> Message:

@@ -7,17 +7,11 @@ from playwright.sync_api import Page, expect
 from conversations import services
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import Script
-from tests.web.browser import Stack, log_in, wait_idle
+from tests.web.browser import Stack, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 STORY = "".join(f"word{i} " for i in range(60)).strip()
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
 
 
 def open_settings(page: Page, conversation: Conversation):

@@ -10,15 +10,9 @@ from playwright.sync_api import Page, Route, expect
 
 from conversations import services
 from conversations.models import Conversation
-from tests.web.browser import Stack, log_in
+from tests.web.browser import Stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
 
 
 def choose_file(page: Page, path: Path) -> None:

@@ -7,15 +7,9 @@ from playwright.sync_api import Page, expect
 from conversations import services
 from conversations.models import Message, Run
 from tests.fake_openai import Script
-from tests.web.browser import Stack, log_in, wait_idle
+from tests.web.browser import Stack, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
 
 
 def chat_with(owner, title: str, *texts: str):

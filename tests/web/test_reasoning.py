@@ -9,7 +9,7 @@ from playwright.sync_api import Page, expect
 
 from conversations.models import Message, Run
 from tests.fake_openai import Script
-from tests.web.browser import Stack, log_in, wait_idle
+from tests.web.browser import Stack, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,12 +25,6 @@ THOUGHTS = [
 ]
 THOUGHT = "".join(THOUGHTS)
 ANSWER = "Hello! Nice to meet you."
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
 
 
 def test_thoughts_show_collapsed_above_the_reply_and_open_live_and_after_a_reload(

@@ -6,21 +6,9 @@ from playwright.sync_api import Page, expect
 
 from conversations import services
 from tests.fake_openai import Script
-from tests.web.browser import Stack, log_in, wait_idle
+from tests.web.browser import Stack, send, wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def chat_page(page: Page, context, stack: Stack, owner) -> Page:
-    log_in(context, stack, owner)
-    return page
-
-
-def send(page: Page, text: str) -> None:
-    box = page.get_by_label("Message", exact=True)
-    box.fill(text)
-    box.press("Enter")
 
 
 def expect_one_turn(page: Page, answer: str) -> None:
