@@ -1,14 +1,18 @@
 """Celery tasks: thin wrappers over the engine. Their names are fixed (the engine enqueues
 steps by name, and steps queued before a deploy must still route after it)."""
 
+import logging
 from contextvars import Token
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_shutdown
+from django.conf import settings
 
 from config.log_context import log_ids_bind, log_ids_reset, task_request_id
 from conversations import engine, services
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="conversations.tasks.run_step")
@@ -37,6 +41,16 @@ def _step_ids_reset(task_id: str, **_: object) -> None:
     token = _step_ids.pop(task_id, None)
     if token is not None:
         log_ids_reset(token)
+
+
+@worker_shutdown.connect
+def _replies_drain(**_: object) -> None:
+    """A warm shutdown has let its tasks end; the replies they handed to the streaming loop
+    may still be streaming: let them end, within PARLEY_WORKER_DRAIN_SECONDS, and queue
+    the others again at once instead of leaving them to their leases' expiry."""
+    handed_back = engine.replies_drain(timeout=settings.PARLEY_WORKER_DRAIN_SECONDS)
+    if handed_back:
+        logger.warning("shutdown: %d replies stopped and queued again", handed_back)
 
 
 @shared_task(name="conversations.tasks.runs_watchdog")

@@ -1,7 +1,29 @@
 """Driving a run's steps in the test process, as a worker would take them."""
 
-from conversations.engine import runner
+from conversations.engine import inflight, runner
 from conversations.models import Run
+from tests.waiting import wait_until
+
+# Longer than any test's reply takes to stream and be stored.
+STEP_WAIT_SECONDS = 60
+
+
+def step_run(run_id: str) -> None:
+    """One step, as a worker takes it, waiting for a model call's reply to be stored too
+    (the worker's thread does not wait: its reply streams on the process's loop)."""
+    streaming = runner.run_step(run_id)
+    if streaming is not None:
+        streaming.result(timeout=STEP_WAIT_SECONDS)
+
+
+def replies_stored() -> None:
+    """Wait until the replies this process was streaming have ended and been stored (a
+    step run as the worker's task runs it returns while its reply still streams)."""
+    wait_until(
+        lambda: inflight.in_flight.count() == 0,
+        timeout=STEP_WAIT_SECONDS,
+        what="the replies in flight to be stored",
+    )
 
 
 def run_to_end(run: Run | str, enqueued: list[str], *, most: int = 10) -> Run:
@@ -9,12 +31,12 @@ def run_to_end(run: Run | str, enqueued: list[str], *, most: int = 10) -> Run:
     collects what the runner asks for): the run as it ended."""
     run_id = str(run.pk if isinstance(run, Run) else run)
     enqueued.clear()
-    runner.run_step(run_id)
+    step_run(run_id)
     for _ in range(most):
         if not enqueued:
             break
         enqueued.pop(0)
-        runner.run_step(run_id)
+        step_run(run_id)
     ended = Run.objects.get(pk=run_id)
     assert not ended.is_active
     if isinstance(run, Run):

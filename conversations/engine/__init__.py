@@ -7,6 +7,7 @@ other modules here are the engine's insides (an import-linter contract keeps the
 - runs.py: run_start, run_cancel, chat_start and the one run_finish every ending uses
 - branching.py: edits and regenerations (a new branch and the run answering on it)
 - runner.py: one step of a run (a model call or the pending tools), under a lease
+- model_call.py, inflight.py: a model call's reply streams holding no worker thread
 - watchdog.py: the periodic sweep that restarts runs whose worker died
 - stateless.py: a chat whose whole history travels with the request, stored nowhere
 - llm/: the providers (OpenAI-compatible, the offline demo) and stream parsing
@@ -14,6 +15,7 @@ other modules here are the engine's insides (an import-linter contract keeps the
 """
 
 from conversations.engine.branching import message_edit, reply_regenerate
+from conversations.engine.inflight import replies_drain
 from conversations.engine.llm import provider_get, provider_is_demo
 from conversations.engine.llm.base import GenerationSettings, ProviderError
 from conversations.engine.runner import run_step
@@ -36,6 +38,7 @@ __all__ = [
     "message_edit",
     "provider_get",
     "provider_is_demo",
+    "replies_drain",
     "reply_regenerate",
     "run_cancel",
     "run_finish",

@@ -49,6 +49,14 @@ def cancel_flag_raised(*, run_id: str) -> bool:
     return bool(eventlog.redis_client().exists(cancel_flag_key(run_id)))
 
 
+def cancel_flags_raised(*, run_ids: list[str]) -> set[str]:
+    """Which of these runs have their stop flag up: one round trip for them all."""
+    if not run_ids:
+        return set()
+    values = eventlog.redis_client().mget([cancel_flag_key(run_id) for run_id in run_ids])
+    return {run_id for run_id, value in zip(run_ids, values, strict=True) if value is not None}
+
+
 def cancel_subscriber_name() -> str:
     """The connection name of this process's subscription (visible in CLIENT LIST)."""
     return f"parley-cancels-{os.getpid()}"

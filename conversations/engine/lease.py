@@ -2,20 +2,22 @@
 
 A step works on a run only while it holds the run's lease (`Run.lease_token`, until
 `lease_expires_at`); once the lease expires the watchdog hands the run to another worker.
-So a step renews it whenever a third of it is used: while a reply streams (the step's
-thread wakes about once a second, conversations/engine/runner.py) and while a tool runs
-(`tool_execute` calls `Lease.keepalive` as it waits). Between renewals it holds no
-database connection (`release_connection`).
+So a step renews it whenever a third of it is used: while a tool runs (`tool_execute`
+calls `Lease.keepalive` as it waits), and while a reply streams, where the process renews
+the leases of all its streaming replies together (`leases_renew`, used by
+conversations/engine/inflight.py). Between renewals it holds no database connection
+(`release_connection`).
 """
 
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import QuerySet, UUIDField
 from django.utils import timezone
 
 from conversations.models import Run
@@ -71,3 +73,48 @@ class Lease:
         """Renew, then give the connection back: the step goes on waiting (on a tool)."""
         self.renew()
         release_connection()
+
+
+# Rows per renewing statement: a process streaming thousands of replies renews them in a
+# few statements, each with a bounded parameter list (SQLite allows 32,766).
+RENEW_BATCH = 500
+
+
+def leases_renew(leases: list[Lease]) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+    """Renew many leases in one statement per RENEW_BATCH: the runs whose lease is still
+    ours (now renewed), and those among them with a stop requested. A run missing from
+    the first set has been taken over: its step must stop without writing.
+
+    A lease is matched by its run and its token together (tokens are random per lease),
+    through the primary key, so the statement touches only these rows."""
+    held: set[uuid.UUID] = set()
+    stopping: set[uuid.UUID] = set()
+    table = connection.ops.quote_name(Run._meta.db_table)
+    # The fields' own conversions: SQLite keeps UUIDs as hex text, PostgreSQL as uuid.
+    uuids: UUIDField[uuid.UUID, uuid.UUID] = UUIDField()
+    until = connection.ops.adapt_datetimefield_value(Lease.until())
+    for start in range(0, len(leases), RENEW_BATCH):
+        batch = leases[start : start + RENEW_BATCH]
+        marks = ", ".join(["%s"] * len(batch))
+        params: list[Any] = [until]
+        params += [uuids.get_db_prep_value(lease.run_id, connection) for lease in batch]
+        params += [uuids.get_db_prep_value(lease.token, connection) for lease in batch]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET lease_expires_at = %s "
+                f"WHERE id IN ({marks}) AND lease_token IN ({marks}) "
+                # The column itself: SQLite (3.40) gets `IS NOT NULL` wrong in RETURNING.
+                "RETURNING id, cancel_requested_at",
+                params,
+            )
+            rows = cursor.fetchall()
+        for raw_id, cancel_requested_at in rows:
+            run_id = raw_id if isinstance(raw_id, uuid.UUID) else uuid.UUID(str(raw_id))
+            held.add(run_id)
+            if cancel_requested_at is not None:
+                stopping.add(run_id)
+    now = time.monotonic()
+    for lease in leases:
+        if lease.run_id in held:
+            lease.renewed_at = now
+    return held, stopping

@@ -1,17 +1,17 @@
 """Model replies streamed on one event loop per process.
 
-A worker runs a step per thread, but a thread per streaming reply spent most of its CPU
-handing the GIL back and forth: every upstream chunk woke its thread, and 50 replies at
-100 tokens/s are 5,000 wake-ups a second. Here the step's thread does the database work
-(lease, model input, storing the reply) and hands the stream itself to this process's
-streaming loop: one thread running asyncio, where every reply in flight is read, coalesced
-and written to its run's event log. The step's thread sleeps meanwhile, waking about once
-a second to renew the lease (`ReplyStream.wait`).
+A worker's step does the database work of a model call (lease, model input) on its own
+thread and hands the stream itself to this process's streaming loop: one thread running
+asyncio, where every reply in flight is read, coalesced and written to its run's event
+log. The step's task then ends; engine/inflight.py keeps the reply's lease alive and
+stores its result when the stream ends. So a thread per streaming reply is never needed:
+that cost a thread, and most of its CPU went to handing the GIL back and forth, every
+upstream chunk waking its thread.
 
 A stop request reaches the loop itself: it follows the stop broadcast
 (engine/cancel.py) with one subscription per process and ends the run's
-reply at once, at the next chunk (`_LiveReplies`). The step's thread still looks for the
-stop flag when it wakes, for a broadcast missed while the subscription was down.
+reply at once, at the next chunk (`_LiveReplies`). engine/inflight.py still looks for the
+stop flags about once a second, for a broadcast missed while the subscription was down.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ class StreamResult:
 
 
 class ReplyStream:
-    """One model call streamed into a run's event log, driven from a step's thread.
+    """One model call streamed into a run's event log on the streaming loop.
 
-    The writer belongs to the streaming loop from `start()` until `wait()` returns a
-    result; the thread must not touch it in between.
+    The writer belongs to the streaming loop from `start()` until the future it returned
+    is done; no other thread may touch it in between.
     """
 
     def __init__(
@@ -87,15 +87,20 @@ class ReplyStream:
         self._started = threading.Event()
 
     def start(self) -> ReplyStream:
+        """Start streaming on the loop; `future` then resolves with the result."""
         self._loop = process_loop()
         self._future = asyncio.run_coroutine_threadsafe(self._run(), self._loop)
         return self
 
+    @property
+    def future(self) -> concurrent.futures.Future[StreamResult]:
+        assert self._future is not None, "start() first"
+        return self._future
+
     def wait(self, timeout: float) -> StreamResult | None:
         """The result, or None if the stream is still going after `timeout` seconds."""
-        assert self._future is not None, "start() first"
         try:
-            return self._future.result(timeout=timeout)
+            return self.future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             return None
 
@@ -112,9 +117,10 @@ class ReplyStream:
         if self._cancellable and self._task is not None and not self._task.done():
             self._task.cancel()
 
-    def _stop_on_loop(self) -> None:
-        """`stop()` from the streaming loop's own thread (a broadcast stop request)."""
+    def stop_on_loop(self, *, discard: bool = False) -> None:
+        """`stop()` from the streaming loop's own thread (a stop request, a lost lease)."""
         self._stop_requested = True
+        self._discard = self._discard or discard
         self._cancel_task()
 
     async def _run(self) -> StreamResult:
@@ -208,7 +214,7 @@ class _LiveReplies:
     def _stop(self, run_id: str) -> None:
         for reply in list(self._replies.get(run_id, ())):
             try:
-                reply._stop_on_loop()
+                reply.stop_on_loop()
             except Exception:  # one reply's trouble must not end the subscription
                 log.exception("run %s: could not stop the reply", run_id)
 

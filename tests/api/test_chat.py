@@ -15,6 +15,7 @@ from conversations.engine import dispatch, eventlog, runner
 from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message, Run
 from tests.api.conftest import error_of
+from tests.steps import step_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -53,7 +54,7 @@ def worker(monkeypatch) -> None:
     def work(run_id: str, countdown: float = 0) -> None:
         def step() -> None:
             try:
-                runner.run_step(run_id)
+                step_run(run_id)
             finally:
                 connections.close_all()
 

@@ -16,6 +16,7 @@ from conversations.engine import eventlog, runner
 from conversations.engine.llm.demo import DemoProvider
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import Script
+from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +25,7 @@ TEN_TOKENS = ["Once ", "upon ", "a ", "time ", "there ", "was ", "a ", "very ", 
 
 def reply_to(conversation: Conversation, content: str = "Tell me a story") -> Run:
     _, run = engine.run_start(conversation=conversation, content=content)
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
     run.refresh_from_db()
     return run
 
@@ -126,7 +127,7 @@ def test_the_iteration_limit_says_why_the_run_is_incomplete(
     conversation = chat(owner)
     run = reply_to(conversation, "Add forever")
     for _ in range(2):  # the tools, then the step that finds the limit reached
-        runner.run_step(str(run.id))
+        step_run(str(run.id))
     run.refresh_from_db()
 
     assert run.status == Run.Status.INCOMPLETE

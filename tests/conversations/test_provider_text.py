@@ -23,6 +23,7 @@ from conversations.engine.llm.base import (
 from conversations.engine.streaming import stream_collect
 from conversations.models import Conversation, Run
 from conversations.validation import TOOL_CALL_ID_MAX, unstorable_reason
+from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +77,7 @@ def run_to_the_end(monkeypatch, steps: list[str], conversation, provider) -> Run
     _, run = engine.run_start(conversation=conversation, content="Go")
     steps.append(str(run.id))
     while steps:
-        runner.run_step(steps.pop(0))
+        step_run(steps.pop(0))
     run.refresh_from_db()
     return run
 

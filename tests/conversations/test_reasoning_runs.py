@@ -13,10 +13,11 @@ import pytest
 from django.test import Client
 
 from conversations import engine
-from conversations.engine import eventlog, runner, stateless
+from conversations.engine import eventlog, stateless
 from conversations.formats.exchange import export_jsonl_lines
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import Script
+from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +29,7 @@ TIMINGS = {"prompt_n": 12, "predicted_n": 8, "predicted_per_second": 40.5}
 
 def reply_to(conversation: Conversation, content: str = "Hi there") -> Run:
     _, run = engine.run_start(conversation=conversation, content=content)
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
     run.refresh_from_db()
     return run
 

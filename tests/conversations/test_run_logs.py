@@ -24,6 +24,7 @@ from conversations import tasks, tools
 from conversations.models import Conversation, Run
 from conversations.tools.registry import ToolContext, tool
 from tests.fake_openai import Script
+from tests.steps import replies_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,6 +96,7 @@ def run_steps(sent: list[dict[str, Any]]) -> int:
         assert message["name"] == tasks.run_step.name
         apply = tasks.run_step.apply
         contextvars.Context().run(apply, args=message["args"], headers=message["headers"])
+        replies_stored()
         done += 1
     return done
 

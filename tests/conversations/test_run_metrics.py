@@ -11,10 +11,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from accounts.models import User
 from conversations import engine, services
-from conversations.engine import eventlog, runner
+from conversations.engine import eventlog
 from conversations.models import Run
 from tests.conversations.test_consumers import close_thread_connections, connect_as
 from tests.fake_openai import Script
+from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,7 +43,7 @@ def run_to_the_end(owner: User, enqueued: list[str], content: str) -> Run:
     conversation = services.conversation_create(owner=owner, title="Sums")
     _, run = engine.run_start(conversation=conversation, content=content)
     while enqueued:  # the steps a worker would take, one after another
-        runner.run_step(enqueued.pop(0))
+        step_run(enqueued.pop(0))
     run.refresh_from_db()
     return run
 

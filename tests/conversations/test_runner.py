@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from conversations import engine, services, tools
-from conversations.engine import eventlog, runner, watchdog
+from conversations.engine import eventlog, inflight, runner, watchdog
 from conversations.engine.cancel import cancel_flag_key
 from conversations.engine.llm.base import (
     Finished,
@@ -25,6 +25,7 @@ from conversations.engine.llm.base import (
 from conversations.models import Conversation, Message, Run
 from conversations.services.messages import NewMessage, message_append
 from conversations.tools.registry import ToolContext, tool
+from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,7 +72,7 @@ def test_a_step_streams_stores_and_completes(conversation, redis_url, enqueued, 
     provide(monkeypatch, ScriptedProvider("Hi there friend"))
     run = start(conversation)
 
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     run.refresh_from_db()
     assert run.status == Run.Status.COMPLETED
@@ -92,7 +93,7 @@ def test_a_held_lease_keeps_a_second_delivery_out(conversation, redis_url, enque
         status=Run.Status.IN_PROGRESS, lease_expires_at=timezone.now() + timedelta(seconds=60)
     )
 
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     assert provider.calls == []
     assert not Message.objects.filter(role="assistant").exists()
@@ -109,7 +110,7 @@ def test_a_step_that_lost_its_lease_stores_nothing(conversation, redis_url, enqu
                 yield event
 
     provide(monkeypatch, Usurped("too late"))
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     assert not Message.objects.filter(role="assistant").exists()
     run.refresh_from_db()
@@ -124,12 +125,12 @@ def test_a_step_that_keeps_crashing_fails_the_run_at_the_attempt_cap(
     run = start(conversation)
 
     for _ in range(3):
-        runner.run_step(str(run.id))
+        step_run(str(run.id))
         run.refresh_from_db()
         assert run.status == Run.Status.IN_PROGRESS
         assert run.lease_token is None  # handed back for a retry
     assert enqueued == [str(run.id)] * 4  # the first step, then a retry after each crash
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
@@ -148,7 +149,7 @@ def test_cancelling_a_queued_run_ends_it_at_once(conversation, redis_url, enqueu
     assert run.status == Run.Status.CANCELLED
     assert eventlog.events_all(str(run.id))[-1]["type"] == "run.cancelled"
     # A worker that gets the step later finds nothing to do.
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
 
@@ -162,7 +163,7 @@ def test_a_cancel_requested_before_a_step_stops_the_run(
         status=Run.Status.IN_PROGRESS, cancel_requested_at=timezone.now()
     )
 
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
@@ -186,12 +187,12 @@ class CancelledMidStream(ScriptedProvider):
 def test_a_stop_asked_mid_stream_keeps_the_partial_reply(
     conversation, redis_url, enqueued, monkeypatch
 ):
-    monkeypatch.setattr(runner, "CANCEL_CHECK_SECONDS", 0)
+    monkeypatch.setattr(inflight, "CHECK_SECONDS", 0)
     words = " ".join(f"w{n}" for n in range(200))
     provide(monkeypatch, CancelledMidStream(words))
     run = start(conversation)
 
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
@@ -228,7 +229,7 @@ class StoppedMidStream(ScriptedProvider):
 
 def test_a_stop_ends_the_reply_at_the_next_chunk(conversation, redis_url, enqueued, monkeypatch):
     # The step's own check is far off: only the broadcast stop can end the reply early.
-    monkeypatch.setattr(runner, "CANCEL_CHECK_SECONDS", 30)
+    monkeypatch.setattr(inflight, "CHECK_SECONDS", 30)
 
     class AskedByUser(StoppedMidStream):
         async def request_stop(self, run: Run) -> None:
@@ -239,7 +240,7 @@ def test_a_stop_ends_the_reply_at_the_next_chunk(conversation, redis_url, enqueu
     provide(monkeypatch, provider)
     run = start(conversation)
 
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     assert provider.closed_at - provider.stop_asked_at < 0.5
     run.refresh_from_db()
@@ -263,7 +264,7 @@ def test_a_stop_whose_broadcast_was_missed_still_ends_the_reply_within_seconds(
     provide(monkeypatch, provider)
     run = start(conversation)
 
-    runner.run_step(str(run.id))
+    step_run(str(run.id))
 
     # The step looks for the flag once a second (the reply would take ten).
     assert provider.closed_at - provider.stop_asked_at < 3
@@ -304,7 +305,7 @@ def test_a_tool_slower_than_the_lease_keeps_it_and_runs_once(
 
         def step() -> None:
             try:
-                runner.run_step(str(run.id))
+                step_run(str(run.id))
             finally:
                 connection.close()
 
@@ -319,7 +320,7 @@ def test_a_tool_slower_than_the_lease_keeps_it_and_runs_once(
             # What another worker would do meanwhile: the watchdog sweeps, a redelivered
             # task tries the run.
             expired_seen.append(watchdog.runs_watchdog()["expired"])
-            runner.run_step(str(run.id))
+            step_run(str(run.id))
             now = timezone.now()
             expires = Run.objects.values_list("lease_expires_at", flat=True).get(pk=run.pk)
             expiries.append((now, expires))
@@ -383,7 +384,7 @@ def test_streaming_steps_give_their_turn_back(
 
     def step(run: Run) -> None:
         try:
-            runner.run_step(str(run.id))
+            step_run(str(run.id))
         finally:
             connection.close()
 
