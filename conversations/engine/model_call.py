@@ -11,13 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from conversations import metrics, selectors
 from conversations.engine import eventlog, streaming
 from conversations.engine.inflight import InFlightReply, in_flight
-from conversations.engine.lease import LeaseLost, release_connection
+from conversations.engine.lease import release_connection
 from conversations.engine.llm.base import GenerationSettings, Provider
 from conversations.engine.model_input_log import model_input_log
 from conversations.engine.run_errors import cut_short_error
@@ -40,7 +38,9 @@ def model_call_start(
     edits_seen = conversation.draft_edit_count
     # The same id on every attempt of this step: a retry restarts the same message.
     message_id = uuid.uuid5(run.id, f"assistant-{run.iterations + 1}")
-    branch = selectors.branch_get(conversation=conversation, branch_id=run.branch_id)
+    branch = run.branch  # read with the lease
+    if branch is None or branch.conversation_id != conversation.pk:
+        branch = selectors.branch_get(conversation=conversation, branch_id=run.branch_id)
     model_input = selectors.conversation_model_input(conversation=conversation, branch=branch)
     tools = tool_definitions(conversation.tools)
     generation = GenerationSettings.effective(
@@ -111,7 +111,9 @@ def _reply_store(
             arguments=call["arguments"],
         )
     with transaction.atomic():
-        _count_iteration(step, reply.usage, edits_seen=edits_seen)
+        # Written with the run's next state, at the end: that update also proves the lease
+        # is still ours, and rolls everything back when it is not.
+        counted = _iteration_counted(step, reply.usage, edits_seen=edits_seen)
         stored = None
         # A reply stopped (or cut at its token limit) while the model was still thinking
         # is kept too: the user watched those thoughts, and a reload must not lose them.
@@ -147,36 +149,32 @@ def _reply_store(
                 )
             )
         if cancelled:
-            step_finish(step, Run.Status.CANCELLED)
+            step_finish(step, Run.Status.CANCELLED, **counted)
         elif cut_short:
-            step_finish(
-                step, Run.Status.INCOMPLETE, error=cut_short_error(generation.max_output_tokens)
-            )
+            cut = cut_short_error(generation.max_output_tokens)
+            step_finish(step, Run.Status.INCOMPLETE, error=cut, **counted)
         elif not tool_calls:
-            step_finish(step, Run.Status.COMPLETED)
+            step_finish(step, Run.Status.COMPLETED, **counted)
         else:
-            step_hand_over(step)
+            step_hand_over(step, **counted)
 
 
-def _count_iteration(step: Step, usage: dict[str, Any] | None, *, edits_seen: int) -> None:
-    """Inside the storing transaction: one more model call, its usage added to the run's,
-    the user's draft edits it saw (stored with the tool calls it asked for, so the tools
-    step knows), and a proof that the lease is still ours (else everything rolls back)."""
+def _iteration_counted(
+    step: Step, usage: dict[str, Any] | None, *, edits_seen: int
+) -> dict[str, Any]:
+    """The run's fields after this model call: one more iteration, its usage added to the
+    run's, and the user's draft edits it saw (stored with the tool calls it asked for, so
+    the tools step knows). The update writing them sets them on the run in hand too."""
     run = step.run
     totals = dict(run.usage or {})
     for key, value in (usage or {}).items():
         if isinstance(value, int) and not isinstance(value, bool):
             totals[key] = totals.get(key, 0) + value
-    if not step.mine().update(
-        iterations=F("iterations") + 1,
-        usage=totals,
-        draft_edits_seen=edits_seen,
-        attempt=0,
-        lease_expires_at=step.lease.until(),
-        updated_at=timezone.now(),
-    ):
-        raise LeaseLost
-    run.iterations += 1
-    run.usage = totals
-    run.draft_edits_seen = edits_seen
-    run.attempt = 0
+    # Plain values: only the lease's holder changes them, and the update they go with
+    # checks the lease.
+    return {
+        "iterations": run.iterations + 1,
+        "usage": totals,
+        "draft_edits_seen": edits_seen,
+        "attempt": 0,
+    }

@@ -125,7 +125,7 @@ def _lease(run_id: str) -> Step | None:
     )
     if not taken:
         return None
-    run = Run.objects.select_related("conversation__owner").get(pk=run_id)
+    run = Run.objects.select_related("conversation__owner", "branch").get(pk=run_id)
     log_ids_bind(conversation_id=run.conversation_id, user_id=run.conversation.owner_id)
     writer = eventlog.EventWriter.open(run_id)
     if writer.next_sequence == 0:
@@ -151,8 +151,12 @@ def _advance(step: Step) -> list[concurrent.futures.Future[None]]:
     if run.cancel_requested_at is not None:  # read with the lease, just now
         step_finish(step, Run.Status.CANCELLED)
         return []
+    # A run's replies are stored with their iteration counted, in one transaction: before
+    # its first reply there is nothing to look for.
     assistant = (
         Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("-seq").first()
+        if run.iterations
+        else None
     )
     if assistant is not None and assistant.tool_calls:
         answered = set(

@@ -32,19 +32,26 @@ class Step:
         self.writer.emit(kind, **payload)
 
 
-def step_hand_over(step: Step) -> None:
-    """Inside the storing transaction: give up the lease, and once committed, queue the
-    next step (any worker may take it)."""
-    if not step.mine().update(lease_token=None, lease_expires_at=None, updated_at=timezone.now()):
+def step_hand_over(step: Step, **fields: Any) -> None:
+    """Inside the storing transaction: give up the lease (writing `fields` with it), and
+    once committed, queue the next step (any worker may take it)."""
+    if not step.mine().update(
+        lease_token=None, lease_expires_at=None, updated_at=timezone.now(), **fields
+    ):
         raise LeaseLost
+    for name, value in fields.items():
+        setattr(step.run, name, value)
     run_id = str(step.run.id)
     transaction.on_commit(lambda: dispatch.step_enqueue(run_id))
 
 
-def step_finish(step: Step, status: str, error: dict[str, str] | None = None) -> None:
-    """Close the run through the one ending path, on the condition that our lease still
-    holds it, its terminal event following our own events in the log."""
+def step_finish(
+    step: Step, status: str, error: dict[str, str] | None = None, **fields: Any
+) -> None:
+    """Close the run through the one ending path (writing `fields` with it), on the
+    condition that our lease still holds it, its terminal event following our own events
+    in the log."""
     if not run_finish(
-        run=step.run, status=status, error=error, only=step.mine(), writer=step.writer
+        run=step.run, status=status, error=error, only=step.mine(), writer=step.writer, **fields
     ):
         raise LeaseLost
