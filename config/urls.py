@@ -28,6 +28,7 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("conversations.api.urls")),
+    path("openai/v1/", include("conversations.openai_api.urls")),
     # Read-only pages: other methods get the API's JSON 405, not their renderer's answer.
     path("api/schema/", read_only(SpectacularAPIView.as_view()), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file: no inline script, so

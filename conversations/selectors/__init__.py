@@ -29,6 +29,7 @@ from conversations.selectors.conversations import (
     run_get,
     run_get_for_user,
 )
+from conversations.selectors.items import ITEM_FIELDS, message_row, path_message_get, path_rows
 from conversations.selectors.moderation import (
     DayUsage,
     TranscriptLine,
@@ -52,6 +53,7 @@ from conversations.selectors.search import (
 
 __all__ = [
     "HIGHLIGHT",
+    "ITEM_FIELDS",
     "MAX_PAGE",
     "MESSAGE_FIELDS",
     "SEARCH_MAX",
@@ -76,9 +78,12 @@ __all__ = [
     "history_tail",
     "message_get",
     "message_page",
+    "message_row",
     "message_rows_page",
     "messages_matching",
+    "path_message_get",
     "path_messages",
+    "path_rows",
     "run_active",
     "run_exists",
     "run_get",

@@ -31,6 +31,11 @@ from conversations.services.governance import (
     conversations_unflag,
     user_delete,
 )
+from conversations.services.items import (
+    conversation_create_with_items,
+    items_append,
+    message_replace,
+)
 from conversations.services.messages import (
     NewMessage,
     context_event_add,
@@ -57,6 +62,7 @@ __all__ = [
     "branch_switch",
     "context_event_add",
     "conversation_create",
+    "conversation_create_with_items",
     "conversation_delete",
     "conversation_draft_update",
     "conversation_fork",
@@ -70,9 +76,11 @@ __all__ = [
     "conversations_purge",
     "conversations_unflag",
     "draft_edit_notice",
+    "items_append",
     "message_append",
     "message_edit_prepare",
     "message_quota_take",
+    "message_replace",
     "messages_append",
     "reply_regenerate_prepare",
     "title_from_message",

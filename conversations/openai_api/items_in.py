@@ -1,0 +1,254 @@
+"""OpenAI's input items as the messages Parley stores, and back for a removal.
+
+- `message`: role `user` becomes a user message; `system` and `developer` a context
+  event (Parley has one instruction role: it reads back as `system`); `assistant` an
+  assistant message. Content is a string or a list of text parts (`input_text`,
+  `output_text`, `refusal`), joined by a newline; images, files and audio are refused,
+  as Parley stores text.
+- `function_call` `{call_id, name, arguments}`: a tool call of an assistant message.
+  Calls sent together, with the assistant `message` just before them if any, make one
+  assistant message, as a model's reply with parallel calls is stored.
+- `function_call_output` `{call_id, output}`: a tool message answering that call.
+
+Ids and statuses clients send back from listed items are ignored (Parley assigns
+both); any other unknown field is refused by name, as OpenAI's API does.
+"""
+
+from dataclasses import replace
+from typing import Any
+
+from django.conf import settings
+
+from conversations import validation
+from conversations.models import Message
+from conversations.openai_api.errors import OpenAIError, invalid, quoted
+from conversations.openai_api.ids import ItemRef, ItemType
+from conversations.services import NewMessage
+from conversations.validation import type_name
+
+MAX_ITEMS = 20
+# Fields of listed items that a client may send back unchanged; they mean nothing here.
+_ECHOED = {"id", "status", "created_by"}
+_MESSAGE_FIELDS = {"type", "role", "content", "phase", *_ECHOED}
+_CALL_FIELDS = {"type", "call_id", "name", "arguments", "namespace", "caller", *_ECHOED}
+_OUTPUT_FIELDS = {"type", "call_id", "output", "name", "namespace", "caller", *_ECHOED}
+_ROLES = {"user", "assistant", "system", "developer"}
+# Which field holds a text part's text.
+_TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+_PART_FIELDS = {
+    "input_text": {"type", "text", "prompt_cache_breakpoint"},
+    "output_text": {"type", "text", "annotations", "logprobs"},
+    "refusal": {"type", "refusal"},
+}
+
+
+def _content_max() -> int:
+    limit: int = settings.PARLEY_MAX_MESSAGE_CHARS
+    return limit
+
+
+def _wrong_type(param: str, expected: str, value: Any) -> OpenAIError:
+    return invalid(
+        f"Invalid type for '{param}': expected {expected}, but got {type_name(value)}.",
+        param=param,
+        code="invalid_type",
+    )
+
+
+def _fields(item: dict[str, Any], param: str, *, required: set[str], known: set[str]) -> None:
+    for name in item:
+        if name not in known:
+            full = f"{param}.{quoted(name)}"
+            raise invalid(f"Unknown parameter: '{full}'.", param=full, code="unknown_parameter")
+    for name in sorted(required):
+        if name not in item:
+            raise invalid(
+                f"Missing required parameter: '{param}.{name}'.",
+                param=f"{param}.{name}",
+                code="missing_required_parameter",
+            )
+
+
+def _string(value: Any, param: str, *, max_chars: int, empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise _wrong_type(param, "a string", value)
+    if not empty and not value.strip():
+        raise invalid(f"Invalid '{param}': must not be empty.", param=param)
+    problems = validation.text_problems(value, path=param, max_chars=max_chars)
+    if problems:
+        raise invalid(f"Invalid '{param}': {problems[0].message}.", param=param)
+    return value
+
+
+def _text(value: Any, param: str, *, parts: set[str]) -> str:
+    """A string, or a list of text parts of the kinds in `parts`, as one text."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise _wrong_type(param, "a string or an array of content parts", value)
+    texts = []
+    for index, part in enumerate(value):
+        where = f"{param}[{index}]"
+        if not isinstance(part, dict):
+            raise _wrong_type(where, "an object", part)
+        kind = part.get("type")
+        if kind not in parts:
+            accepted = ", ".join(sorted(parts))
+            raise invalid(
+                f"Invalid '{where}.type': {quoted(kind)!r} is not supported; Parley stores "
+                f"text, as {accepted} parts.",
+                param=f"{where}.type",
+            )
+        field = _TEXT_PARTS[kind]
+        _fields(part, where, required={"type", field}, known=_PART_FIELDS[kind])
+        if not isinstance(part[field], str):
+            raise _wrong_type(f"{where}.{field}", "a string", part[field])
+        texts.append(part[field])
+    return "\n".join(texts)
+
+
+def _message(item: dict[str, Any], param: str) -> NewMessage:
+    _fields(item, param, required={"role", "content"}, known=_MESSAGE_FIELDS)
+    role = item["role"]
+    if role not in _ROLES:
+        raise invalid(
+            f"Invalid '{param}.role': expected one of {', '.join(sorted(_ROLES))}, got "
+            f"{quoted(role)!r}.",
+            param=f"{param}.role",
+        )
+    parts = set(_TEXT_PARTS) if role == "assistant" else {"input_text", "output_text"}
+    text = _string(
+        _text(item["content"], f"{param}.content", parts=parts),
+        f"{param}.content",
+        max_chars=_content_max(),
+        # An assistant's empty reply is a real thing to record (one stopped while thinking).
+        empty=role == "assistant",
+    )
+    if role == "assistant":
+        return NewMessage(role=Message.Role.ASSISTANT, content=text)
+    if role == "user":
+        return NewMessage(role=Message.Role.USER, content=text)
+    return NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=text)
+
+
+def _call(item: dict[str, Any], param: str) -> dict[str, str]:
+    _fields(item, param, required={"call_id", "name", "arguments"}, known=_CALL_FIELDS)
+    return {
+        "id": _string(
+            item["call_id"],
+            f"{param}.call_id",
+            max_chars=validation.TOOL_CALL_ID_MAX,
+            empty=False,
+        ),
+        "name": _string(
+            item["name"], f"{param}.name", max_chars=validation.TOOL_NAME_MAX, empty=False
+        ),
+        "arguments": _string(item["arguments"], f"{param}.arguments", max_chars=_content_max()),
+    }
+
+
+def _output(item: dict[str, Any], param: str) -> NewMessage:
+    _fields(item, param, required={"call_id", "output"}, known=_OUTPUT_FIELDS)
+    name = item.get("name")
+    return NewMessage(
+        role=Message.Role.TOOL,
+        tool_call_id=_string(
+            item["call_id"],
+            f"{param}.call_id",
+            max_chars=validation.TOOL_CALL_ID_MAX,
+            empty=False,
+        ),
+        content=_string(
+            _text(item["output"], f"{param}.output", parts={"input_text", "output_text"}),
+            f"{param}.output",
+            max_chars=_content_max(),
+        ),
+        name=""
+        if name is None
+        else _string(name, f"{param}.name", max_chars=validation.TOOL_NAME_MAX),
+    )
+
+
+def new_messages(value: Any, *, param: str = "items", at_least: int = 0) -> list[NewMessage]:
+    """The messages to store for a list of input items, or a 400 naming the first
+    problem by its parameter path (`items[2].content`)."""
+    if value is None and at_least == 0:
+        return []
+    if not isinstance(value, list):
+        raise _wrong_type(param, "an array", value)
+    if not at_least <= len(value) <= MAX_ITEMS:
+        raise invalid(
+            f"Invalid '{param}': expected from {at_least} to {MAX_ITEMS} items, got {len(value)}.",
+            param=param,
+            code="array_above_max_length" if len(value) > MAX_ITEMS else "empty_array",
+        )
+    messages: list[NewMessage] = []
+    # The assistant message that function calls join, while they keep coming.
+    turn: NewMessage | None = None
+    for index, item in enumerate(value):
+        where = f"{param}[{index}]"
+        if not isinstance(item, dict):
+            raise _wrong_type(where, "an object", item)
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == ItemType.FUNCTION_CALL:
+            call = _call(item, where)
+            turn = turn or NewMessage(role=Message.Role.ASSISTANT)
+            if any(other["id"] == call["id"] for other in turn.tool_calls):
+                raise invalid(
+                    f"Invalid '{where}.call_id': {quoted(call['id'])!r} is already a call "
+                    "of this assistant turn.",
+                    param=f"{where}.call_id",
+                )
+            turn = replace(turn, tool_calls=[*turn.tool_calls, call])
+            continue
+        if turn is not None:
+            messages.append(turn)
+            turn = None
+        if kind == ItemType.MESSAGE:
+            new = _message(item, where)
+            if new.role == Message.Role.ASSISTANT:
+                turn = new
+            else:
+                messages.append(new)
+        elif kind == ItemType.FUNCTION_CALL_OUTPUT:
+            messages.append(_output(item, where))
+        elif kind is None:
+            raise invalid(
+                f"Missing required parameter: '{where}.type'.",
+                param=f"{where}.type",
+                code="missing_required_parameter",
+            )
+        else:
+            raise invalid(
+                f"Invalid '{where}.type': {quoted(kind)!r} items are not supported; Parley "
+                "stores message, function_call and function_call_output items.",
+                param=f"{where}.type",
+            )
+    if turn is not None:
+        messages.append(turn)
+    return messages
+
+
+def replacement_for(message: Message, ref: ItemRef) -> NewMessage | None:
+    """What stays of `message` once the item `ref` is taken out: the message without that
+    part, or None when nothing of it is left."""
+    if ref.type == ItemType.FUNCTION_CALL:
+        calls = [call for index, call in enumerate(message.tool_calls) if index != ref.index]
+        content = message.content
+    elif ref.type == ItemType.MESSAGE and message.role == Message.Role.ASSISTANT:
+        calls, content = list(message.tool_calls), ""
+    else:
+        return None
+    if not calls and not content:
+        return None
+    return NewMessage(
+        role=message.role,
+        content=content,
+        kind=message.kind,
+        tool_calls=calls,
+        usage=message.usage,
+        provider_payload=message.provider_payload,
+        created_at=message.created_at,
+        reasoning=message.reasoning,
+        reasoning_ms=message.reasoning_ms,
+    )

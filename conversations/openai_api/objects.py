@@ -1,0 +1,124 @@
+"""Parley's rows as OpenAI's objects: a conversation, its items, lists, models.
+
+A stored message gives one or more items, in this order:
+
+- a user or system message: one `message` item (a context event or a draft-edit notice
+  is a system message too: the model reads it, so the client sees it);
+- a tool message: one `function_call_output` item;
+- an assistant message: a `message` item when it has text or no tool calls, then one
+  `function_call` item per tool call. Each item's place on the path is (seq, part):
+  part 0 is the text, part n + 1 the n-th call.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from conversations.models import Conversation, Message
+from conversations.openai_api.ids import ItemRef, ItemType, conversation_id, item_id
+
+COMPLETED = "completed"
+
+
+@dataclass(frozen=True)
+class Item:
+    seq: int
+    part: int
+    ref: ItemRef
+    body: dict[str, Any]
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self.seq, self.part
+
+
+def conversation_object(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": conversation_id(conversation.pk),
+        "object": "conversation",
+        "created_at": int(conversation.created_at.timestamp()),
+        "metadata": conversation.metadata or {},
+    }
+
+
+def conversation_deleted(conversation_key: Any) -> dict[str, Any]:
+    return {
+        "id": conversation_id(conversation_key),
+        "object": "conversation.deleted",
+        "deleted": True,
+    }
+
+
+def _text_part(role: str, text: str) -> dict[str, Any]:
+    if role == Message.Role.ASSISTANT:
+        return {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "input_text", "text": text}
+
+
+def message_items(row: Mapping[str, Any]) -> list[Item]:
+    """The items of one stored message (a `selectors.ITEM_FIELDS` row), in order."""
+    key, seq, role = row["id"], row["seq"], row["role"]
+    if role == Message.Role.TOOL:
+        ref = ItemRef(ItemType.FUNCTION_CALL_OUTPUT, key)
+        body = {
+            "id": item_id(ref),
+            "type": "function_call_output",
+            "call_id": row["tool_call_id"],
+            "output": row["content"],
+            "status": COMPLETED,
+        }
+        if row["name"]:
+            body["name"] = row["name"]
+        return [Item(seq, 0, ref, body)]
+    calls = (row["tool_calls"] or []) if role == Message.Role.ASSISTANT else []
+    items = []
+    if row["content"] or not calls:
+        ref = ItemRef(ItemType.MESSAGE, key)
+        body = {
+            "id": item_id(ref),
+            "type": "message",
+            "role": role,
+            "status": COMPLETED,
+            "content": [_text_part(role, row["content"])],
+        }
+        items.append(Item(seq, 0, ref, body))
+    for index, call in enumerate(calls):
+        ref = ItemRef(ItemType.FUNCTION_CALL, key, index)
+        body = {
+            "id": item_id(ref),
+            "type": "function_call",
+            "call_id": call.get("id", ""),
+            "name": call.get("name", ""),
+            "arguments": call.get("arguments", ""),
+            "status": COMPLETED,
+        }
+        items.append(Item(seq, index + 1, ref, body))
+    return items
+
+
+def item_list(items: Sequence[Item], *, has_more: bool) -> dict[str, Any]:
+    """OpenAI's list of items. Its first and last ids are strings by OpenAI's schema, so
+    an empty list gives empty strings."""
+    return {
+        "object": "list",
+        "data": [item.body for item in items],
+        "first_id": items[0].body["id"] if items else "",
+        "last_id": items[-1].body["id"] if items else "",
+        "has_more": has_more,
+    }
+
+
+def model_objects() -> list[dict[str, Any]]:
+    """The model replies come from: the one configured (a conversation may name another
+    model, which goes to the same upstream)."""
+    return [
+        {
+            "id": settings.PARLEY_MODEL,
+            "object": "model",
+            # No creation time is known for a configured name: the epoch says so plainly.
+            "created": 0,
+            "owned_by": "parley",
+        }
+    ]

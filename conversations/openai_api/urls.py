@@ -1,0 +1,20 @@
+"""/openai/v1/: paths as OpenAI's API spells them (no trailing slash; one is tolerated)."""
+
+from django.urls import re_path
+
+from conversations.openai_api.errors import unknown_url
+from conversations.openai_api.views import conversations, items, models
+
+_CONVERSATION = r"conversations/(?P<conversation_id>[^/]+)"
+
+urlpatterns = [
+    re_path(r"^conversations/?$", conversations.ConversationsView.as_view()),
+    re_path(rf"^{_CONVERSATION}/?$", conversations.ConversationView.as_view()),
+    re_path(rf"^{_CONVERSATION}/items/?$", items.ItemsView.as_view()),
+    re_path(rf"^{_CONVERSATION}/items/(?P<item_id>[^/]+)/?$", items.ItemView.as_view()),
+    re_path(r"^models/?$", models.ModelsView.as_view()),
+    # Model names may hold a slash (an organisation's prefix, as some servers name them).
+    re_path(r"^models/(?P<model_id>.+?)/?$", models.ModelView.as_view()),
+    # Anything else is OpenAI's JSON 404, never an HTML page.
+    re_path(r"^.*$", unknown_url),
+]

@@ -1,0 +1,1 @@
+"""The views of /openai/v1/: conversations, their items, models."""

@@ -1,0 +1,65 @@
+"""A conversation's items: add (up to 20, all or nothing), list, retrieve, delete."""
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from conversations import selectors, services
+from conversations.openai_api.base import (
+    OpenAIView,
+    body_object,
+    choice_param,
+    conversation_for,
+    limit_param,
+)
+from conversations.openai_api.errors import invalid
+from conversations.openai_api.items_in import new_messages, replacement_for
+from conversations.openai_api.objects import conversation_object, item_list, message_items
+from conversations.openai_api.paging import item_find, items_page
+
+# `include` asks for parts of items Parley does not store (search sources, logprobs,
+# image urls...): accepted and ignored, so a client that always sends it still works.
+
+
+class ItemsView(OpenAIView):
+    def get(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for(request, conversation_id)
+        items, has_more = items_page(
+            conversation=conversation,
+            after=request.query_params.get("after") or None,
+            limit=limit_param(request, default=20, maximum=100),
+            order=choice_param(request, "order", choices=("asc", "desc"), default="desc"),
+        )
+        return Response(item_list(items, has_more=has_more))
+
+    def post(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_for(request, conversation_id)
+        body = body_object(request, allowed={"items"})
+        if "items" not in body:
+            raise invalid(
+                "Missing required parameter: 'items'.",
+                param="items",
+                code="missing_required_parameter",
+            )
+        rows = services.items_append(
+            conversation=conversation, messages=new_messages(body["items"], at_least=1)
+        )
+        items = [item for row in rows for item in message_items(selectors.message_row(row))]
+        return Response(item_list(items, has_more=False))
+
+
+class ItemView(OpenAIView):
+    def get(self, request: Request, conversation_id: str, item_id: str) -> Response:
+        conversation = conversation_for(request, conversation_id)
+        return Response(item_find(conversation=conversation, raw_id=item_id).item.body)
+
+    def delete(self, request: Request, conversation_id: str, item_id: str) -> Response:
+        """Takes the item out of the active path (see services.message_replace: the path
+        is forked without it, and the items after it are copies with new ids)."""
+        conversation = conversation_for(request, conversation_id)
+        found = item_find(conversation=conversation, raw_id=item_id)
+        services.message_replace(
+            conversation=conversation,
+            message=found.message,
+            replacement=replacement_for(found.message, found.item.ref),
+        )
+        return Response(conversation_object(conversation))

@@ -1,0 +1,209 @@
+"""Writes behind the OpenAI-compatible API's conversation items: appending a batch of
+messages to the active path, and taking one out of it.
+
+Items are stored messages, so everything else (the web UI, search, export, the admin,
+the model's input) sees them as it sees any message. The path is append-only: taking a
+message out forks a new active branch without it, and the old path stays as an
+alternative, as after an edit.
+"""
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import User
+from conversations import notifications, validation
+from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem
+from conversations.models import Branch, Conversation, Message, Run
+from conversations.selectors.branches import branch_active, path_messages, segment_owning
+from conversations.services.branches import branch_fork, branch_switch
+from conversations.services.common import raise_if
+from conversations.services.conversations import conversation_create
+from conversations.services.copies import BULK_BATCH, COPIED_FIELDS
+from conversations.services.messages import (
+    NewMessage,
+    branch_target,
+    conversation_lock,
+    messages_append,
+    stored_payload,
+)
+from conversations.services.quotas import message_quota_take
+from conversations.validation import title_from_message
+
+
+def _problems(messages: Sequence[NewMessage]) -> list[Problem]:
+    """The rules every stored message keeps, checked here too so no caller can skip them
+    (the API checks first, naming each item's own path)."""
+    problems: list[Problem] = []
+    for index, new in enumerate(messages):
+        path = f"$.messages[{index}]"
+        problems += validation.content_problems(new.content, path=f"{path}.content")
+        if new.role == Message.Role.TOOL and not new.tool_call_id:
+            problems.append(Problem(f"{path}.tool_call_id", "must not be empty"))
+        problems += validation.text_problems(
+            new.tool_call_id, path=f"{path}.tool_call_id", max_chars=validation.TOOL_CALL_ID_MAX
+        )
+        problems += validation.text_problems(
+            new.name, path=f"{path}.name", max_chars=validation.TOOL_NAME_MAX
+        )
+        for number, call in enumerate(new.tool_calls):
+            for key, limit in (
+                ("id", validation.TOOL_CALL_ID_MAX),
+                ("name", validation.TOOL_NAME_MAX),
+            ):
+                problems += validation.text_problems(
+                    call.get(key), path=f"{path}.tool_calls[{number}].{key}", max_chars=limit
+                )
+            problems += validation.content_problems(
+                call.get("arguments"), path=f"{path}.tool_calls[{number}].arguments"
+            )
+    return problems
+
+
+def _run_active(conversation: Conversation) -> bool:
+    return Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists()
+
+
+def items_append(*, conversation: Conversation, messages: Sequence[NewMessage]) -> list[Message]:
+    """Append messages to the active branch, all or none, in one transaction.
+
+    As over the REST API: a system message is a context event and may arrive while a reply
+    is being generated; anything else would land in the middle of that reply's turn, so it
+    is refused (Conflict) until the run ends. Each user message counts against the
+    owner's daily message quota (QuotaExceeded), and the first names an untitled
+    conversation.
+    """
+    raise_if(_problems(messages))
+    if not messages:
+        return []
+    with transaction.atomic():
+        locked = conversation_lock(conversation)
+        turns = [new for new in messages if new.role != Message.Role.SYSTEM]
+        if turns and _run_active(conversation):
+            raise Conflict(RUN_ACTIVE_MESSAGE)
+        for new in turns:
+            if new.role == Message.Role.USER:
+                message_quota_take(user_id=conversation.owner_id)
+        rows = messages_append(conversation=conversation, messages=messages)
+        first_user = next((new for new in turns if new.role == Message.Role.USER), None)
+        if not locked.title and first_user is not None:
+            title = title_from_message(first_user.content)
+            Conversation.objects.filter(pk=conversation.pk).update(title=title)
+            conversation.title = title
+            notifications.notify(conversation.pk, notifications.UPDATED, title=title)
+        branch = branch_target(locked=locked, branch_id=None)
+        for row in rows:
+            notifications.notify(
+                conversation.pk,
+                notifications.MESSAGE_STORED,
+                message=stored_payload(row, branch, branch_count=locked.branch_count),
+            )
+    return rows
+
+
+def conversation_create_with_items(
+    *, owner: User, metadata: dict[str, str] | None, messages: Sequence[NewMessage]
+) -> tuple[Conversation, list[Message]]:
+    """A new conversation holding `messages`: both or neither (a refused item, or a quota
+    reached, leaves no empty conversation behind)."""
+    with transaction.atomic():
+        conversation = conversation_create(owner=owner, metadata=metadata)
+        rows = items_append(conversation=conversation, messages=messages)
+    return conversation, rows
+
+
+def _copies(
+    *, conversation: Conversation, branch: Branch, rows: Iterator[dict[str, Any]], shift: int
+) -> int:
+    """Insert copies of path rows on `branch`, `shift` seqs earlier; how many."""
+    count = 0
+    batch: list[Message] = []
+    for row in rows:
+        batch.append(
+            Message(
+                conversation_id=conversation.pk,
+                branch_id=branch.pk,
+                copied=True,
+                **{**row, "seq": row["seq"] - shift},
+            )
+        )
+        if len(batch) >= BULK_BATCH:
+            Message.objects.bulk_create(batch)
+            count, batch = count + len(batch), []
+    if batch:
+        Message.objects.bulk_create(batch)
+        count += len(batch)
+    return count
+
+
+def message_replace(
+    *, conversation: Conversation, message: Message, replacement: NewMessage | None
+) -> Branch:
+    """The active path with `message` replaced by `replacement`, or left out for None, as
+    a new branch that becomes active.
+
+    Stored messages never change: the new branch forks just before `message`, holds the
+    replacement and copies of the messages that followed it (new ids, the same times,
+    marked as copies so the usage dashboard does not count them twice), and the old path
+    stays as an alternative. Costs one row per message after `message`. Refused
+    (Conflict) while a reply is being generated, as switching branches is;
+    Message.DoesNotExist when `message` is not on the active path.
+    """
+    if replacement is not None:
+        raise_if(_problems([replacement]))
+    with transaction.atomic():
+        locked = conversation_lock(conversation)
+        if _run_active(conversation):
+            raise Conflict(RUN_ACTIVE_MESSAGE)
+        source = branch_active(conversation=locked)
+        if (
+            message.seq > source.message_count
+            or segment_owning(source, message.seq).branch_id != message.branch_id
+        ):
+            raise Message.DoesNotExist
+        branch = branch_fork(conversation=conversation, source=source, fork_seq=message.seq - 1)
+        kept = 0
+        if replacement is not None:
+            kept = _copies(
+                conversation=conversation,
+                branch=branch,
+                shift=0,
+                rows=iter([_replacement_row(message, replacement)]),
+            )
+        tail = path_messages(source, after=message.seq, last=source.message_count)
+        kept += _copies(
+            conversation=conversation,
+            branch=branch,
+            # Without a replacement the rest moves up one seq, into the gap.
+            shift=0 if replacement is not None else 1,
+            rows=tail.values(*COPIED_FIELDS).iterator(chunk_size=BULK_BATCH),
+        )
+        branch.message_count = branch.fork_seq + kept
+        Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
+        now = timezone.now()
+        Conversation.objects.filter(pk=conversation.pk).update(
+            message_count=locked.message_count + kept, last_activity_at=now
+        )
+        conversation.message_count = locked.message_count + kept
+        conversation.last_activity_at = now
+        branch_switch(conversation=conversation, branch_id=branch.pk)
+    return branch
+
+
+def _replacement_row(message: Message, new: NewMessage) -> dict[str, Any]:
+    return {
+        "seq": message.seq,
+        "role": new.role,
+        "kind": new.kind,
+        "content": new.content,
+        "tool_calls": new.tool_calls,
+        "tool_call_id": new.tool_call_id,
+        "name": new.name,
+        "usage": new.usage,
+        "provider_payload": new.provider_payload,
+        "created_at": new.created_at or message.created_at,
+        "reasoning": new.reasoning,
+        "reasoning_ms": new.reasoning_ms,
+    }

@@ -1,0 +1,78 @@
+"""Clients of /openai/v1/: the official `openai` SDK and raw httpx, driven in this
+process through WSGI (inside the test's transaction) or against a live server."""
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx2 as httpx
+import openai
+import pytest
+from django.core import signals
+from django.core.cache import cache
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
+
+from accounts import services as account_services
+from accounts.models import User
+
+BASE = "http://testserver/openai/v1"
+
+Client = Callable[[User], openai.OpenAI]
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttles() -> None:
+    """Throttle counters are keyed by user id, and ids are reused after a rollback."""
+    cache.clear()
+
+
+@pytest.fixture
+def wsgi_app(db) -> Iterator[httpx.WSGITransport]:
+    """The app in this process. As Django's test client does, requests keep the test's
+    connection: closing it after each request would end the test's transaction."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield httpx.WSGITransport(app=get_wsgi_application())
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+def key_for(user: User) -> str:
+    _, secret = account_services.api_key_create(owner=user, name="openai sdk")
+    return secret
+
+
+@pytest.fixture
+def sdk(wsgi_app) -> Client:
+    """The official SDK with a fresh API key of `user`; no retries, so each error is seen."""
+
+    def make(user: User) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=BASE,
+            api_key=key_for(user),
+            http_client=httpx.Client(transport=wsgi_app),
+            max_retries=0,
+        )
+
+    return make
+
+
+@pytest.fixture
+def client(sdk, owner) -> openai.OpenAI:
+    return sdk(owner)
+
+
+@pytest.fixture
+def raw(wsgi_app, owner) -> httpx.Client:
+    """A client written against the HTTP contract alone, with the owner's key."""
+    return httpx.Client(
+        base_url=BASE,
+        transport=wsgi_app,
+        headers={"Authorization": f"Bearer {key_for(owner)}"},
+    )
+
+
+def body_of(error: openai.APIStatusError) -> dict[str, Any]:
+    """The `error` object of an answer, as the SDK parsed it."""
+    assert isinstance(error.body, dict), error.body
+    return error.body
