@@ -376,8 +376,9 @@ PARLEY_WORKER_BUSY_STEPS = env_int("PARLEY_WORKER_BUSY_STEPS", 2)
 # Threads of a worker storing replies whose stream ended (they take turns as above).
 PARLEY_WORKER_STORE_THREADS = env_int("PARLEY_WORKER_STORE_THREADS", 4)
 # At a worker's shutdown, how long replies still streaming may go on to their end; the
-# others are stopped and their runs queued again for the next worker.
-PARLEY_WORKER_DRAIN_SECONDS = env_int("PARLEY_WORKER_DRAIN_SECONDS", 20)
+# others are stopped and their runs queued again for the next worker. Below the usual
+# grace period before a SIGKILL (a container's 10 s), so the hand-back still happens.
+PARLEY_WORKER_DRAIN_SECONDS = env_int("PARLEY_WORKER_DRAIN_SECONDS", 8)
 # Times one step may be started without finishing before the run fails.
 PARLEY_RUN_MAX_ATTEMPTS = env_int("PARLEY_RUN_MAX_ATTEMPTS", 3)
 # A queued run no worker picked up within this time is enqueued again.
