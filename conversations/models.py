@@ -338,6 +338,11 @@ class Run(models.Model):
     # before the first call): the tools that call asked for must not write over a draft
     # the user changed after that moment, because the model never saw the user's words.
     draft_edits_seen = models.PositiveIntegerField(null=True, blank=True)
+    instructions = models.TextField(blank=True, default="")  # engine/responses.py: a preamble
+    client_tools = models.JSONField(default=list, blank=True)  # the client runs these
+    generation = models.JSONField(default=dict, blank=True)  # over the conversation's
+    metadata = models.JSONField(default=dict, blank=True)
+    options = models.JSONField(default=dict, blank=True)  # echoed back, previous_run_id
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,8 @@ other modules here are the engine's insides (an import-linter contract keeps the
 - model_call.py, inflight.py: a model call's reply streams holding no worker thread
 - watchdog.py: the periodic sweep that restarts runs whose worker died
 - stateless.py: a chat whose whole history travels with the request, stored nowhere
+- responses.py: responses of the OpenAI-compatible API (a run with its request's
+  instructions, client tools and settings), and those that store nothing
 - llm/: the providers (OpenAI-compatible, the offline demo) and stream parsing
 - eventlog/: each run's append-only event log on a Redis Stream
 """
@@ -18,6 +20,7 @@ from conversations.engine.branching import message_edit, reply_regenerate
 from conversations.engine.inflight import replies_drain
 from conversations.engine.llm import provider_get, provider_is_demo
 from conversations.engine.llm.base import GenerationSettings, ProviderError
+from conversations.engine.responses import ResponseAsk, response_start, response_unstored
 from conversations.engine.runner import run_step
 from conversations.engine.runs import (
     RUN_ACTIVE_MESSAGE,
@@ -34,12 +37,15 @@ __all__ = [
     "RUN_ACTIVE_MESSAGE",
     "GenerationSettings",
     "ProviderError",
+    "ResponseAsk",
     "chat_start",
     "message_edit",
     "provider_get",
     "provider_is_demo",
     "replies_drain",
     "reply_regenerate",
+    "response_start",
+    "response_unstored",
     "run_cancel",
     "run_finish",
     "run_start",

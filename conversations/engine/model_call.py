@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from conversations import metrics, selectors
+from conversations import context, metrics, selectors
 from conversations.engine import eventlog, streaming
 from conversations.engine.inflight import InFlightReply, in_flight
 from conversations.engine.lease import release_connection
@@ -42,9 +42,15 @@ def model_call_start(
     if branch is None or branch.conversation_id != conversation.pk:
         branch = selectors.branch_get(conversation=conversation, branch_id=run.branch_id)
     model_input = selectors.conversation_model_input(conversation=conversation, branch=branch)
-    tools = tool_definitions(conversation.tools)
+    if run.instructions:
+        # A response's instructions: the preamble of this run's calls, stored nowhere else.
+        model_input = [context.system_message(run.instructions), *model_input]
+    # The client's own function tools go with the server's; calls to them end the run.
+    tools = [*tool_definitions(conversation.tools), *run.client_tools]
     generation = GenerationSettings.effective(
-        temperature=conversation.temperature, max_output_tokens=conversation.max_output_tokens
+        temperature=conversation.temperature,
+        max_output_tokens=conversation.max_output_tokens,
+        overrides=run.generation,
     )
     model_input_log(f"run {run.id}", model=run.model, messages=model_input, generation=generation)
     step.writer.emit(
@@ -153,10 +159,17 @@ def _reply_store(
         elif cut_short:
             cut = cut_short_error(generation.max_output_tokens)
             step_finish(step, Run.Status.INCOMPLETE, error=cut, **counted)
-        elif not tool_calls:
+        elif not tool_calls or all(client_tool_called(run, call) for call in tool_calls):
+            # Calls to the client's own tools are answered by the client, in its next
+            # request: the run ends here with the calls stored, and none runs on the server.
             step_finish(step, Run.Status.COMPLETED, **counted)
         else:
             step_hand_over(step, **counted)
+
+
+def client_tool_called(run: Run, call: dict[str, str]) -> bool:
+    """Whether `call` asks for one of the run's client-declared function tools."""
+    return any(tool["function"]["name"] == call["name"] for tool in run.client_tools)
 
 
 def _iteration_counted(

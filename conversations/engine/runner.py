@@ -44,7 +44,7 @@ from conversations.engine import dispatch, eventlog
 from conversations.engine.inflight import ReplyAbandoned
 from conversations.engine.lease import Lease, LeaseLost, release_connection
 from conversations.engine.llm import provider_get
-from conversations.engine.model_call import model_call_start
+from conversations.engine.model_call import client_tool_called, model_call_start
 from conversations.engine.run_errors import attempts_error
 from conversations.engine.step import Step, step_finish, step_hand_over
 from conversations.engine.turns import turns
@@ -165,8 +165,13 @@ def _advance(step: Step) -> list[concurrent.futures.Future[None]]:
             ).values_list("tool_call_id", flat=True)
         )
         pending = [call for call in assistant.tool_calls if call["id"] not in answered]
+        # A client's own tool is never run here: the client answers it in its next request.
+        server = [call for call in pending if not client_tool_called(run, call)]
+        if server:
+            _run_tools(step, server)
+            return []
         if pending:
-            _run_tools(step, pending)
+            step_finish(step, Run.Status.COMPLETED)
             return []
     elif assistant is not None:
         # The reply was stored but the run not closed: nothing left to do.
@@ -230,7 +235,13 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             )
         step.emit(
             eventlog.TOOL_RESULT_COMPLETED,
-            {"call_id": call["id"], "output": stored.content, "is_error": result.is_error},
+            {
+                "call_id": call["id"],
+                "output": stored.content,
+                "is_error": result.is_error,
+                # Names the stored result, so a reader can refer to it as stored.
+                "message_id": str(stored.id),
+            },
         )
     with transaction.atomic():
         if not step.mine().update(attempt=0):

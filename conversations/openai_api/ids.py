@@ -7,7 +7,8 @@ maps back to its row with no lookup table and says what kind of object it names.
 - a `function_call` item: `fc_<message uuid hex>_<n>`, the n-th (from 0) tool call of
   the assistant message that made it: one stored message with several calls gives
   several items, each with its own id;
-- a `function_call_output` item: `fco_<message uuid hex>` (a stored tool message).
+- a `function_call_output` item: `fco_<message uuid hex>` (a stored tool message);
+- a response: `resp_<run uuid hex>` (a response is a run).
 """
 
 import re
@@ -16,9 +17,11 @@ from enum import StrEnum
 from uuid import UUID
 
 CONVERSATION_PREFIX = "conv_"
+RESPONSE_PREFIX = "resp_"
 
 _HEX = "[0-9a-f]{32}"
 _CONVERSATION = re.compile(f"{CONVERSATION_PREFIX}({_HEX})")
+_RESPONSE = re.compile(f"{RESPONSE_PREFIX}({_HEX})")
 # The index has no leading zero, so each item has exactly one spelling.
 _ITEM = re.compile(f"(msg|fc|fco)_({_HEX})(?:_(0|[1-9][0-9]{{0,3}}))?")
 
@@ -77,3 +80,13 @@ def item_ref(raw: str) -> ItemRef | None:
     if (index is None) == (kind == ItemType.FUNCTION_CALL):
         return None
     return ItemRef(kind, UUID(hex=hex_id), int(index or 0))
+
+
+def response_id(key: UUID) -> str:
+    return f"{RESPONSE_PREFIX}{key.hex}"
+
+
+def response_key(raw: str) -> UUID | None:
+    """The run behind a response id; None for anything else."""
+    found = _RESPONSE.fullmatch(raw)
+    return UUID(hex=found.group(1)) if found else None

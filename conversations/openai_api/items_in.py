@@ -169,18 +169,20 @@ def _output(item: dict[str, Any], param: str) -> NewMessage:
     )
 
 
-def new_messages(value: Any, *, param: str = "items", at_least: int = 0) -> list[NewMessage]:
+def new_messages(
+    value: Any, *, param: str = "items", at_least: int = 0, most: int = MAX_ITEMS
+) -> list[NewMessage]:
     """The messages to store for a list of input items, or a 400 naming the first
     problem by its parameter path (`items[2].content`)."""
     if value is None and at_least == 0:
         return []
     if not isinstance(value, list):
         raise _wrong_type(param, "an array", value)
-    if not at_least <= len(value) <= MAX_ITEMS:
+    if not at_least <= len(value) <= most:
         raise invalid(
-            f"Invalid '{param}': expected from {at_least} to {MAX_ITEMS} items, got {len(value)}.",
+            f"Invalid '{param}': expected from {at_least} to {most} items, got {len(value)}.",
             param=param,
-            code="array_above_max_length" if len(value) > MAX_ITEMS else "empty_array",
+            code="array_above_max_length" if len(value) > most else "empty_array",
         )
     messages: list[NewMessage] = []
     # The assistant message that function calls join, while they keep coming.

@@ -47,6 +47,7 @@ from conversations.services.messages import (
     user_message_append,
 )
 from conversations.services.quotas import conversation_quota_check, message_quota_take
+from conversations.services.responses import response_delete, response_input_store
 from conversations.services.usage import usage_rebuild
 
 __all__ = [
@@ -83,6 +84,8 @@ __all__ = [
     "message_replace",
     "messages_append",
     "reply_regenerate_prepare",
+    "response_delete",
+    "response_input_store",
     "title_from_message",
     "usage_rebuild",
     "user_delete",

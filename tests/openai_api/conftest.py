@@ -76,3 +76,42 @@ def body_of(error: openai.APIStatusError) -> dict[str, Any]:
     """The `error` object of an answer, as the SDK parsed it."""
     assert isinstance(error.body, dict), error.body
     return error.body
+
+
+# --- responses: runs driven in this process --------------------------------------------
+
+
+@pytest.fixture
+def model(fake_openai, monkeypatch: pytest.MonkeyPatch):
+    """The fake upstream as the model of every run and unstored response."""
+    from conversations.background_loop import loop_run
+    from conversations.engine import responses, runner
+    from conversations.engine.llm.openai_provider import OpenAIProvider
+
+    provider = OpenAIProvider(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
+    monkeypatch.setattr(runner, "provider_get", lambda: provider)
+    monkeypatch.setattr(responses, "provider_get", lambda: provider)
+    yield fake_openai
+    loop_run(provider.aclose())
+
+
+@pytest.fixture
+def worker(monkeypatch: pytest.MonkeyPatch, redis_url) -> None:
+    """Each enqueued step runs in a thread of this process, as a Celery worker takes it."""
+    import threading
+
+    from django.db import connections
+
+    from conversations.engine import dispatch
+    from tests.steps import step_run
+
+    def work(run_id: str, countdown: float = 0) -> None:
+        def step() -> None:
+            try:
+                step_run(run_id)
+            finally:
+                connections.close_all()
+
+        threading.Thread(target=step, daemon=True).start()
+
+    monkeypatch.setattr(dispatch, "step_enqueue", work)

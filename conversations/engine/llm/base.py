@@ -155,19 +155,40 @@ class GenerationSettings:
 
     max_output_tokens: int
     temperature: float | None = None
+    # Sent only when a run asks for them (a response of the OpenAI-compatible API): None
+    # leaves the model server's own default, so conversations' requests stay as they were.
+    top_p: float | None = None
+    # "auto", "none", "required" or `{"type": "function", "function": {"name": ...}}`.
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
 
     @classmethod
     def effective(
-        cls, *, temperature: float | None = None, max_output_tokens: int | None = None
+        cls,
+        *,
+        temperature: float | None = None,
+        max_output_tokens: int | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> "GenerationSettings":
-        """A conversation's own settings, else the server's defaults. The limit never goes
-        above the server's cap, even for a conversation saved before the cap was lowered."""
-        limit = max_output_tokens or settings.PARLEY_DEFAULT_MAX_OUTPUT_TOKENS
+        """A conversation's own settings, else the server's defaults; a run's `overrides`
+        (Run.generation) win over both. The limit never goes above the server's cap, even
+        for a conversation saved before the cap was lowered."""
+        overrides = overrides or {}
+        if overrides.get("temperature") is not None:
+            temperature = overrides["temperature"]
+        limit = (
+            overrides.get("max_output_tokens")
+            or max_output_tokens
+            or settings.PARLEY_DEFAULT_MAX_OUTPUT_TOKENS
+        )
         if temperature is None:
             temperature = settings.PARLEY_DEFAULT_TEMPERATURE
         return cls(
             max_output_tokens=max(1, min(limit, settings.PARLEY_MAX_OUTPUT_TOKENS)),
             temperature=temperature,
+            top_p=overrides.get("top_p"),
+            tool_choice=overrides.get("tool_choice"),
+            parallel_tool_calls=overrides.get("parallel_tool_calls"),
         )
 
 

@@ -216,8 +216,15 @@ def _request_body(
     body["stream_options"] = {"include_usage": True}
     if generation.temperature is not None:  # otherwise the model's own default applies
         body["temperature"] = generation.temperature
+    if generation.top_p is not None:
+        body["top_p"] = generation.top_p
     if tools:
         body["tools"] = tools
+        # Only with tools: servers refuse a tool choice for a request that has none.
+        if generation.tool_choice is not None:
+            body["tool_choice"] = generation.tool_choice
+        if generation.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = generation.parallel_tool_calls
     return body
 
 
