@@ -194,6 +194,23 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> tuple[Any, Any]:
     )
 
 
+def _text_format(text: Any) -> None:
+    """`text` is accepted only as plain text: a client asking for JSON (`json_schema`,
+    `json_object`) must hear that it would get prose, not find out by parsing it."""
+    if text is None:
+        return
+    if not isinstance(text, dict):
+        raise _wrong_type("text", "an object", text)
+    form = text.get("format")
+    if form is not None and (not isinstance(form, dict) or form.get("type") != "text"):
+        raise invalid(
+            "Invalid 'text.format.type': only 'text' is supported; Parley does not "
+            "constrain replies to a JSON schema.",
+            param="text.format.type",
+            code="unsupported_value",
+        )
+
+
 def response_request(body: dict[str, Any]) -> ResponseRequest:
     model = _string(body, "model")
     if not model:
@@ -208,6 +225,7 @@ def response_request(body: dict[str, Any]) -> ResponseRequest:
             "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
         )
     messages = _input(body["input"])
+    _text_format(body.get("text"))
     instructions = _string(body, "instructions") or ""
     problems = validation.system_prompt_problems(instructions, path="instructions")
     if problems:

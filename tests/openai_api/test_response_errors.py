@@ -25,6 +25,13 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
             "previous_response_id",
         ),
         ({"input": "x", "extra_body": {"seed": 5}}, "seed"),
+        # Structured output is refused, not silently answered in prose.
+        (
+            {"input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": {}}}},
+            "text.format.type",
+        ),
+        ({"input": "x", "text": {"format": {"type": "json_object"}}}, "text.format.type"),
+        ({"input": "x", "reasoning": {"effort": "low"}}, "reasoning"),
     ],
 )
 def test_bad_requests_name_their_parameter(client, kwargs, param):
@@ -43,6 +50,18 @@ def test_a_response_while_another_runs_is_a_conflict_not_retried(client, owner):
         )
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert stored.messages.count() == 0  # nothing stored for a refused response
+
+
+def test_plain_text_format_and_ignored_parameters_are_accepted(client, model):
+    model.push(Script(text="Plain."))
+    response = client.responses.create(
+        model="m",
+        input="x",
+        text={"format": {"type": "text"}},
+        include=["message.output_text.logprobs"],
+        truncation="auto",
+    )
+    assert response.output_text == "Plain."
 
 
 def test_an_unknown_conversation_is_not_found(client):

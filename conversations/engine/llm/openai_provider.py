@@ -213,18 +213,18 @@ def _request_body(
     # Keys in the order of the SDK's own params dict, so even the bytes on the wire match.
     body: dict[str, Any] = {"model": model, "stream": True, "messages": messages}
     body["max_tokens" if legacy else _LIMIT_PARAMETER] = generation.max_output_tokens
+    # The tool settings go only with tools: servers refuse them for a request that has none.
+    if tools and generation.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = generation.parallel_tool_calls
     body["stream_options"] = {"include_usage": True}
     if generation.temperature is not None:  # otherwise the model's own default applies
         body["temperature"] = generation.temperature
-    if generation.top_p is not None:
-        body["top_p"] = generation.top_p
+    if tools and generation.tool_choice is not None:
+        body["tool_choice"] = generation.tool_choice
     if tools:
         body["tools"] = tools
-        # Only with tools: servers refuse a tool choice for a request that has none.
-        if generation.tool_choice is not None:
-            body["tool_choice"] = generation.tool_choice
-        if generation.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = generation.parallel_tool_calls
+    if generation.top_p is not None:
+        body["top_p"] = generation.top_p
     return body
 
 

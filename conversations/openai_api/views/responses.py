@@ -1,7 +1,10 @@
 """Responses: create, retrieve (or stream again from any point), cancel, delete, and the
 items a response took as input. A response is a Parley run (engine.response_start)."""
 
-from collections.abc import AsyncIterator, Iterable
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -11,6 +14,7 @@ from django.http import StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from config.async_db import db_call
 from conversations import selectors, services
 from conversations.engine import eventlog, response_start, response_unstored, run_cancel
 from conversations.models import Run
@@ -28,9 +32,11 @@ from conversations.openai_api.responses_out import input_items, response_head, r
 from conversations.openai_api.stream import ResponseEvents, openai_events, sse_frame
 from conversations.throttles import ModelThrottle, UserThrottle
 
-# How long a reader waits on a silent log before a comment line keeps proxies from
-# closing the connection (the log's own blocking read wakes it this often).
-_FOLLOW_BLOCK_MS = 15000
+# How long a stream may stay silent (a queued run, a slow model, a long tool) before a
+# comment line goes out: idle proxies close connections that send nothing, and SSE
+# readers, the SDK's among them, skip comments.
+KEEP_ALIVE_SECONDS = 15.0
+KEEP_ALIVE = ": keep-alive\n\n"
 
 
 def response_for(request: Request, raw_id: str) -> Run:
@@ -68,16 +74,77 @@ def _follow(request: Request, run: Run, *, after: int | None) -> StreamingHttpRe
     _release_connections()
     if isinstance(request._request, ASGIRequest):
         return _sse(_follow_async(head, run_id, after))
-    events = eventlog.events_read(run_id, block_ms=_FOLLOW_BLOCK_MS)
-    return _sse(sse_frame(event) for event in openai_events(head, events, after=after))
+    return _sse(_follow_sync(head, run_id, after))
 
 
 async def _follow_async(head: dict[str, Any], run_id: str, after: int | None) -> AsyncIterator[str]:
     translator = ResponseEvents(head=head)
-    async for event in eventlog.events_follow(run_id, block_ms=_FOLLOW_BLOCK_MS):
-        for out in translator.feed(event):
-            if after is None or out["sequence_number"] > after:
+    source = _with_silences(eventlog.events_follow(run_id), KEEP_ALIVE_SECONDS)
+    sent = time.monotonic()
+    async with contextlib.aclosing(source) as events:
+        async for event in events:
+            if event is None:
+                # A run deleted behind the services' back writes no end to its log:
+                # the stream ends rather than keeping a dead run alive forever.
+                if not await db_call(selectors.run_exists)(run_id=run_id):
+                    return
+                frames = [KEEP_ALIVE]
+            else:
+                frames = [sse_frame(out) for out in _past(translator.feed(event), after)]
+            # Events with no OpenAI counterpart (a reasoning model's thoughts) or
+            # replayed below `after` send nothing: the connection still needs a sign.
+            if not frames and time.monotonic() - sent >= KEEP_ALIVE_SECONDS:
+                frames = [KEEP_ALIVE]
+            for frame in frames:
+                yield frame
+            if frames:
+                sent = time.monotonic()
+
+
+def _follow_sync(head: dict[str, Any], run_id: str, after: int | None) -> Iterator[str]:
+    """`_follow_async` without an event loop: the log is read in spells of
+    KEEP_ALIVE_SECONDS, each going on from the last event read."""
+    translator = ResponseEvents(head=head)
+    position: int | None = None  # the log's own numbering, not the OpenAI events'
+    while True:
+        heard = sent = False
+        for event in eventlog.events_read(run_id, after=position, timeout=KEEP_ALIVE_SECONDS):
+            heard = True
+            position = event["sequence_number"]
+            for out in _past(translator.feed(event), after):
+                sent = True
                 yield sse_frame(out)
+            if event["type"] in eventlog.TERMINAL_TYPES:
+                return
+        if not heard and not selectors.run_exists(run_id=run_id):
+            return  # deleted without an end to its log, as in _follow_async
+        if not sent:
+            yield KEEP_ALIVE
+
+
+def _past(events: list[dict[str, Any]], after: int | None) -> list[dict[str, Any]]:
+    return [out for out in events if after is None or out["sequence_number"] > after]
+
+
+async def _with_silences(
+    source: AsyncIterator[dict[str, Any]], interval: float
+) -> AsyncGenerator[dict[str, Any] | None]:
+    """The events of `source`, and None whenever `interval` passes without one."""
+    pending = asyncio.ensure_future(anext(source))
+    try:
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield None
+                continue
+            try:
+                event = pending.result()
+            except StopAsyncIteration:
+                return
+            yield event
+            pending = asyncio.ensure_future(anext(source))
+    finally:
+        pending.cancel()
 
 
 def _wait(run: Run) -> dict[str, Any]:

@@ -66,6 +66,13 @@ def _typed_params(
 ) -> dict[str, Any]:
     """The arguments the provider gave `chat.completions.create` before issue 19."""
     limit, temperature = generation.max_output_tokens, generation.temperature
+    # What a response of the OpenAI-compatible API may add. The tool settings go only with
+    # tools, as the provider sends them (servers refuse them for a request without tools).
+    top_p, choice, parallel = (
+        generation.top_p,
+        generation.tool_choice,
+        generation.parallel_tool_calls,
+    )
     return {
         "model": MODEL,
         "messages": messages,
@@ -73,6 +80,9 @@ def _typed_params(
         "max_completion_tokens": openai.omit if legacy else limit,
         "max_tokens": limit if legacy else openai.omit,
         "temperature": openai.omit if temperature is None else temperature,
+        "top_p": openai.omit if top_p is None else top_p,
+        "tool_choice": openai.omit if choice is None or not tools else choice,
+        "parallel_tool_calls": openai.omit if parallel is None or not tools else parallel,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -120,6 +130,33 @@ def _forget_older_servers() -> Iterator[None]:
         (GenerationSettings(max_output_tokens=321), True),
         (GenerationSettings(max_output_tokens=64, temperature=0.0), False),
         (GenerationSettings(max_output_tokens=4096, temperature=0.7), True),
+        # A response's sampling and tool settings (the OpenAI-compatible API).
+        (
+            GenerationSettings(
+                max_output_tokens=256,
+                temperature=0.3,
+                top_p=0.9,
+                tool_choice="required",
+                parallel_tool_calls=False,
+            ),
+            True,
+        ),
+        (
+            GenerationSettings(
+                max_output_tokens=128,
+                top_p=0.5,
+                tool_choice={"type": "function", "function": {"name": "calculator"}},
+                parallel_tool_calls=True,
+            ),
+            True,
+        ),
+        # Without tools the tool settings are left out, top_p still goes.
+        (
+            GenerationSettings(
+                max_output_tokens=64, top_p=1.0, tool_choice="none", parallel_tool_calls=False
+            ),
+            False,
+        ),
     ],
 )
 def test_the_body_is_the_one_the_typed_path_sent(
@@ -140,6 +177,13 @@ def test_the_body_is_the_one_the_typed_path_sent(
     assert new.body["messages"] == messages
     assert ("tools" in new.body) is with_tools
     assert ("temperature" in new.body) is (generation.temperature is not None)
+    assert new.body.get("top_p") == generation.top_p
+    if with_tools:
+        assert new.body.get("tool_choice") == generation.tool_choice
+        assert new.body.get("parallel_tool_calls") == generation.parallel_tool_calls
+    else:
+        assert "tool_choice" not in new.body
+        assert "parallel_tool_calls" not in new.body
     assert new.headers == old.headers  # auth, user agent, X-Stainless-*, content length
     assert new.headers["authorization"] == "Bearer sk-test"
 
