@@ -2,13 +2,19 @@
 
 Sent to the Channels group `conversation.<id>` after the transaction commits (a rolled
 back change is never announced); deletions go to the owner's group instead, one message
-for many conversations. Delivery is best effort: a tab that missed one reloads
+for many conversations. Notifications made within `batched()` (starting a run: the
+message stored, the title, the branch, the run) travel as one channel-layer message per
+conversation, which each socket relays as the same frames, in the same order, as if they
+had been sent one by one. Delivery is best effort: a tab that missed one reloads
 state over the API, so a broken channel layer is logged, never raised into a write.
 """
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -39,10 +45,44 @@ def group_name(conversation_id: UUID | str) -> str:
     return f"conversation.{conversation_id}"
 
 
+# The notifications gathered by the innermost `batched()` block of this thread (or task).
+_batch: ContextVar[list[tuple[str, dict[str, Any]]] | None] = ContextVar(
+    "notifications_batch", default=None
+)
+
+
 def notify(conversation_id: UUID | str, kind: str, **payload: Any) -> None:
     """Announce `kind` to the conversation's sockets once the current transaction commits."""
     body = {"type": kind, "conversation_id": str(conversation_id), **payload}
-    transaction.on_commit(lambda: _send(group_name(conversation_id), body))
+    group = group_name(conversation_id)
+    gathered = _batch.get()
+    if gathered is not None:
+        gathered.append((group, body))
+        return
+    transaction.on_commit(lambda: _send(group, [body]))
+
+
+@contextmanager
+def batched() -> Iterator[None]:
+    """Gather the notifications made inside the block and, when it ends without an error,
+    send them after commit as one channel-layer message per conversation (each group
+    send is a Redis publish and a wake-up of every web process subscribed to it).
+
+    Use it inside the transaction that makes the changes and around nothing that rolls
+    back a savepoint and carries on: the block's own error drops everything gathered,
+    as a rollback drops an `on_commit` callback.
+    """
+    gathered: list[tuple[str, dict[str, Any]]] = []
+    token = _batch.set(gathered)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for group, body in gathered:
+        by_group.setdefault(group, []).append(body)
+    for group, bodies in by_group.items():
+        transaction.on_commit(partial(_send, group, bodies))
 
 
 def deleted_notify(owner_id: int, conversation_ids: Sequence[UUID | str]) -> None:
@@ -54,14 +94,25 @@ def deleted_notify(owner_id: int, conversation_ids: Sequence[UUID | str]) -> Non
     if not conversation_ids:
         return
     body = {"type": MANY_DELETED, "conversation_ids": [str(pk) for pk in conversation_ids]}
-    transaction.on_commit(lambda: _send(user_sockets_group(owner_id), body))
+    transaction.on_commit(lambda: _send(user_sockets_group(owner_id), [body]))
 
 
-def _send(group: str, body: dict[str, Any]) -> None:
+def notification_bodies(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The notifications one channel-layer message carries, in the order they were made."""
+    bodies = message.get("bodies")
+    return bodies if isinstance(bodies, list) else [message["body"]]
+
+
+def _send(group: str, bodies: list[dict[str, Any]]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "conversation.notify", "body": body}
+    # `body` alone, as before, when there is one. With several, `body` still names the
+    # last (a run started), so that a socket of a release that knows no `bodies` (during
+    # a rolling deploy) at least follows the new run.
+    message: dict[str, Any] = {"type": "conversation.notify", "body": bodies[-1]}
+    if len(bodies) > 1:
+        message["bodies"] = bodies
     try:
         if _inside_sync_to_async():
             # An async server's helper thread: its own event loop sends it.
@@ -72,7 +123,8 @@ def _send(group: str, body: dict[str, Any]) -> None:
             # process's streaming loop keeps one connection open instead.
             loop_submit(layer.group_send(group, message)).result(timeout=SEND_TIMEOUT)
     except Exception:
-        log.warning("could not notify %s of %s", group, body.get("type"), exc_info=True)
+        kinds = ", ".join(str(body.get("type")) for body in bodies)
+        log.warning("could not notify %s of %s", group, kinds, exc_info=True)
 
 
 def _inside_sync_to_async() -> bool:

@@ -16,6 +16,7 @@ only translates.
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
@@ -33,7 +34,13 @@ from accounts.sockets import (
 from accounts.websocket import scope_credential
 from config.async_db import db_call
 from conversations import metrics, notifications, selectors
-from conversations.consumers.frames import Frame, FrameError, FrameHandlers
+from conversations.consumers.frames import (
+    SELF_CHECKED,
+    CredentialEnded,
+    Frame,
+    FrameError,
+    FrameHandlers,
+)
 from conversations.engine import eventlog
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation, Run
@@ -125,13 +132,31 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
                 known = ", ".join(self._handlers())
                 raise FrameError("unknown_type", f"unknown frame type; use one of: {known}")
             # A notice of revocation may be lost: every frame checks the credential
-            # itself first.
-            if not await _credential_valid(self.credential):
-                await self._close_unauthenticated()
-                return
-            await handler(frame)
+            # itself first (those in SELF_CHECKED in their own database call).
+            if frame["type"] not in SELF_CHECKED:
+                if not await _credential_valid(self.credential):
+                    await self._close_unauthenticated()
+                    return
+                await handler(frame)
+            else:
+                await self._self_checked(handler, frame)
         except FrameError as exc:
             await self._send_error(exc)
+        except CredentialEnded:
+            await self._close_unauthenticated()
+
+    async def _self_checked(
+        self, handler: Callable[[Frame], Awaitable[None]], frame: Frame
+    ) -> None:
+        try:
+            await handler(frame)
+        except FrameError:
+            # Refused (a malformed field, a conflict) where the credential may not have
+            # been checked yet: a socket whose credential ended is closed rather than told
+            # why, as for every other frame.
+            if not await _credential_valid(self.credential):
+                raise CredentialEnded from None
+            raise
 
     async def _send_error(self, error: FrameError) -> None:
         await self.send_json({"type": "error", "code": error.code, "message": error.message})
@@ -242,7 +267,12 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
     # --- conversation notifications (channel layer) -----------------------------------
 
     async def conversation_notify(self, message: dict[str, Any]) -> None:
-        body = message["body"]
+        # Starting a run sends its notifications together (the message stored, the title,
+        # the branch, the run): each goes to the client as its own frame, as it always has.
+        for body in notifications.notification_bodies(message):
+            await self._notification_relay(body)
+
+    async def _notification_relay(self, body: dict[str, Any]) -> None:
         await self.send_json(body)
         if body["type"] == notifications.RUN_STARTED:
             run_id = body["run"]["id"]

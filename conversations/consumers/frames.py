@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from accounts.sockets import SocketCredential, socket_credential_valid
 from config.async_db import db_call
 from conversations import notifications, selectors, services
 from conversations.engine import message_edit, reply_regenerate, run_cancel, run_start
@@ -28,6 +29,18 @@ class FrameError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class CredentialEnded(Exception):
+    """The socket's credential no longer holds, found by a frame that checks it itself
+    (SELF_CHECKED): the consumer closes the socket (4401), as for any other frame."""
+
+
+# Frames whose handler checks the socket's credential in the same database call as its
+# work, first thing: starting a run is what every message sent costs, and a call of its
+# own for the check (a thread hop, a pooled connection taken and given back) cost as
+# much CPU again as the check's two statements. The consumer checks the others first.
+SELF_CHECKED = frozenset({"message.create", "message.regenerate", "message.edit"})
 
 
 def _text(frame: Frame, name: str, *, required: bool = True) -> str:
@@ -63,6 +76,7 @@ class FrameHandlers:
 
     conversation: Conversation | None
     following: str | None
+    credential: SocketCredential | None
 
     if TYPE_CHECKING:  # provided by ConversationConsumer and its base class
 
@@ -94,7 +108,7 @@ class FrameHandlers:
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
         with _refusals():
-            _, run = await _run_start(self.conversation, content, client_id)
+            _, run = await _run_start(self.credential, self.conversation, content, client_id)
         self._follow_started(run)
 
     async def _message_regenerate(self, frame: Frame) -> None:
@@ -102,7 +116,7 @@ class FrameHandlers:
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
         with _refusals():
-            run = await _reply_regenerate(self.conversation, message_id, client_id)
+            run = await _reply_regenerate(self.credential, self.conversation, message_id, client_id)
         self._follow_started(run)
 
     async def _message_edit(self, frame: Frame) -> None:
@@ -111,7 +125,9 @@ class FrameHandlers:
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
         with _refusals():
-            run = await _message_edit(self.conversation, message_id, content, client_id)
+            run = await _message_edit(
+                self.credential, self.conversation, message_id, content, client_id
+            )
         self._follow_started(run)
 
     async def _branch_switch(self, frame: Frame) -> None:
@@ -157,26 +173,44 @@ class FrameHandlers:
 
 
 # --- database access (sync ORM, off the event loop) ----------------------------------------
-# Those that start a run or switch re-read the conversation first: the socket's copy is as
-# old as the connection, and its counters and active branch have moved since.
+# The socket's copy of the conversation is as old as the connection: its counters, title,
+# draft, model and active branch may have moved since. Starting a run re-reads all of
+# those under the conversation's lock (engine.run_begin), so those frames hand the copy
+# over as it is; a switch re-reads it first.
+
+
+def _credential_holds(credential: SocketCredential | None) -> None:
+    # None: the connection was refused before its credential was taken.
+    if credential is None or not socket_credential_valid(credential=credential):
+        raise CredentialEnded
 
 
 @db_call
-def _run_start(conversation: Conversation, content: str, client_id: str) -> tuple[Any, Run]:
-    conversation.refresh_from_db()
+def _run_start(
+    credential: SocketCredential | None, conversation: Conversation, content: str, client_id: str
+) -> tuple[Any, Run]:
+    _credential_holds(credential)
     return run_start(conversation=conversation, content=content, client_id=client_id)
 
 
 @db_call
-def _reply_regenerate(conversation: Conversation, message_id: str, client_id: str) -> Run:
-    conversation.refresh_from_db()
+def _reply_regenerate(
+    credential: SocketCredential | None, conversation: Conversation, message_id: str, client_id: str
+) -> Run:
+    _credential_holds(credential)
     _, run = reply_regenerate(conversation=conversation, message_id=message_id, client_id=client_id)
     return run
 
 
 @db_call
-def _message_edit(conversation: Conversation, message_id: str, content: str, client_id: str) -> Run:
-    conversation.refresh_from_db()
+def _message_edit(
+    credential: SocketCredential | None,
+    conversation: Conversation,
+    message_id: str,
+    content: str,
+    client_id: str,
+) -> Run:
+    _credential_holds(credential)
     _, _, run = message_edit(
         conversation=conversation, message_id=message_id, content=content, client_id=client_id
     )

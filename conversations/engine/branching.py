@@ -17,8 +17,10 @@ def reply_regenerate(
     active; ValidationFailed for a message that is not an assistant reply."""
     message = selectors.message_get(conversation=conversation, message_id=message_id)
 
-    def prepare() -> tuple[Branch, Message, Message | None]:
-        branch, trigger = reply_regenerate_prepare(conversation=conversation, message=message)
+    def prepare(locked: Conversation, run_id: UUID) -> tuple[Branch, Message, Message | None]:
+        branch, trigger = reply_regenerate_prepare(
+            conversation=conversation, message=message, locked=locked
+        )
         return branch, trigger, None
 
     branch, _, run = run_begin(conversation=conversation, client_id=client_id, prepare=prepare)
@@ -32,9 +34,13 @@ def message_edit(
     edited text its first message, and a run answering it."""
     message = selectors.message_get(conversation=conversation, message_id=message_id)
 
-    def prepare() -> tuple[Branch, Message, Message | None]:
+    def prepare(locked: Conversation, run_id: UUID) -> tuple[Branch, Message, Message | None]:
         branch, edited = message_edit_prepare(
-            conversation=conversation, message=message, content=content
+            conversation=conversation,
+            message=message,
+            content=content,
+            locked=locked,
+            run_id=run_id,
         )
         return branch, edited, edited
 

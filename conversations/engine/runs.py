@@ -9,6 +9,7 @@ conversation notification (other tabs stay in sync; they may also read the log).
 """
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -27,9 +28,10 @@ from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem, Validati
 from conversations.event_types import terminal_type
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.serializers import run_payload
-from conversations.services import conversation_create, user_message_append
+from conversations.services import conversation_create
 from conversations.services.common import raise_if
-from conversations.services.runs import runs_ended
+from conversations.services.messages import content_checked, user_message_store
+from conversations.services.runs import conversation_lock_for_run, runs_ended
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +50,18 @@ def run_start(
 
     `client_id` makes the call idempotent: a repeat with the same id returns the run the
     first call started. Raises Conflict while another run of this conversation is active:
-    nothing is stored then.
+    nothing is stored then. The conversation's counters, title, draft and model are read
+    again under its lock, so `conversation` may be a copy read long before (a socket's).
     """
 
-    def store() -> tuple[Branch, Message, Message | None]:
-        message = user_message_append(
-            conversation=conversation, content=content, branch_id=branch_id
+    def store(locked: Conversation, run_id: UUID) -> tuple[Branch, Message, Message | None]:
+        content_checked(content)
+        message = user_message_store(
+            conversation=conversation,
+            locked=locked,
+            content=content,
+            branch_id=branch_id,
+            run_id=run_id,
         )
         return Branch(pk=message.branch_id), message, message
 
@@ -62,51 +70,60 @@ def run_start(
     return message, run
 
 
+# What a run's start stores before the run itself: given the conversation's locked row and
+# the new run's id, the branch the run goes on, the user message it answers and the user
+# message it stored (None for a regeneration, which stores none).
+Prepare = Callable[[Conversation, UUID], tuple[Branch, Message, Message | None]]
+
+
 def run_begin(
-    *,
-    conversation: Conversation,
-    client_id: str,
-    prepare: Callable[[], tuple[Branch, Message, Message | None]],
+    *, conversation: Conversation, client_id: str, prepare: Prepare
 ) -> tuple[Branch, Message | None, Run]:
     """Start a run in one transaction with the writes `prepare` makes, then announce it
-    after commit. `prepare` returns the branch the run goes on, the user message it
-    answers and the user message it stored (None for a regeneration, which stores none).
-    Returns the branch, that stored message and the run. Idempotent by `client_id`;
-    Conflict while another run is active."""
+    after commit. Returns the branch, the message `prepare` stored and the run.
+    Idempotent by `client_id`; Conflict while another run is active.
+
+    The cost is the point (it is paid on every message sent): one statement locks the
+    conversation and answers both checks; the user message is inserted already pointing
+    at the run (its id is made here), so nothing is updated afterwards; and what the
+    other tabs hear of it all (the message, the title or branch it changed, the run)
+    leaves as one channel-layer message."""
     if not isinstance(client_id, str) or len(client_id) > CLIENT_ID_MAX:
         raise ValidationFailed(
             [Problem("$.client_id", f"must be a string of at most {CLIENT_ID_MAX} characters")]
         )
     # Stored with the run and looked up: the same rule as every other stored text.
     raise_if(validation.text_problems(client_id, path="$.client_id", max_chars=CLIENT_ID_MAX))
-    if client_id:
-        earlier = _run_for_client_id(conversation=conversation, client_id=client_id)
-        if earlier is not None:
-            return earlier
-    started: list[Run] = []
+    started: list[tuple[Run, dict[str, Any]]] = []
     try:
-        with transaction.atomic():
-            # Registered first, so it runs first after commit: a worker waits for this one,
-            # while the notifications only keep other tabs in sync. Dropped on rollback.
-            transaction.on_commit(lambda: _run_announce(started[0]))
-            if Run.objects.filter(
-                conversation=conversation, status__in=Run.ACTIVE_STATUSES
-            ).exists():
+        with transaction.atomic(), notifications.batched():
+            lock = conversation_lock_for_run(conversation=conversation, client_id=client_id)
+            if lock.client_id_taken:
+                earlier = _run_for_client_id(conversation=conversation, client_id=client_id)
+                if earlier is not None:
+                    return earlier
+            if lock.run_active:
                 raise Conflict(RUN_ACTIVE_MESSAGE)
-            branch, trigger, stored = prepare()
+            locked = lock.locked
+            # Registered before anything else that runs after commit: a worker waits for
+            # this one, while the notifications only keep other tabs in sync.
+            transaction.on_commit(lambda: _run_announce(*started[0]))
+            run_id = uuid.uuid4()
+            branch, trigger, stored = prepare(locked, run_id)
             run = Run.objects.create(
+                id=run_id,
                 conversation=conversation,
                 branch_id=branch.pk,
                 trigger_message=trigger,
-                model=conversation.model or settings.PARLEY_MODEL,
+                model=locked.model or settings.PARLEY_MODEL,
                 client_id=client_id,
             )
-            started.append(run)
+            payload = run_payload(run)  # once, for the event log and the notification
+            started.append((run, payload))
             transaction.on_commit(metrics.run_started)  # counted only if it is stored
             if stored is not None:
-                Message.objects.filter(pk=stored.pk).update(run=run)
                 stored.run = run
-            notifications.notify(conversation.pk, notifications.RUN_STARTED, run=run_payload(run))
+            notifications.notify(conversation.pk, notifications.RUN_STARTED, run=payload)
     except IntegrityError as exc:
         # Two starts raced past the checks; the constraints decided which one won.
         if client_id:
@@ -133,11 +150,13 @@ def chat_start(
     raise_if(validation.content_problems(message, path="$.message"))
     if not message.strip():
         raise ValidationFailed([Problem("$.message", "must not be empty")])
+    if conversation_id is not None:
+        # Nothing to undo if the start is refused: no transaction around the read.
+        conversation = selectors.conversation_get(user=user, conversation_id=conversation_id)
+        stored, run = run_start(conversation=conversation, content=message)
+        return conversation, stored, run
     with transaction.atomic():
-        if conversation_id is None:
-            conversation = conversation_create(owner=user)
-        else:
-            conversation = selectors.conversation_get(user=user, conversation_id=conversation_id)
+        conversation = conversation_create(owner=user)
         stored, run = run_start(conversation=conversation, content=message)
     return conversation, stored, run
 
@@ -157,9 +176,9 @@ def _run_for_client_id(
     return run.branch or Branch(pk=run.branch_id), trigger, run
 
 
-def _run_announce(run: Run) -> None:
+def _run_announce(run: Run, payload: dict[str, Any]) -> None:
     # A fresh writer, not open(): the run was just created, so its log starts at 0.
-    eventlog.EventWriter(str(run.id)).emit(eventlog.RUN_CREATED, run=run_payload(run))
+    eventlog.EventWriter(str(run.id)).emit(eventlog.RUN_CREATED, run=payload)
     dispatch.step_enqueue(str(run.id))
 
 

@@ -125,17 +125,20 @@ def _turn_start(message: Message) -> Message:
 
 
 def reply_regenerate_prepare(
-    *, conversation: Conversation, message: Message
+    *, conversation: Conversation, message: Message, locked: Conversation | None = None
 ) -> tuple[Branch, Message]:
     """The new branch for regenerating `message` (an assistant reply), forked right after
     the user message that asked for it, now active. Returns it with that user message,
-    which the engine's run answers. Call inside a transaction that starts the run."""
+    which the engine's run answers. Call inside a transaction that starts the run;
+    `locked`: the conversation's row that transaction already locked, having found no
+    active run (the engine's run start does both in one statement)."""
     if message.role != Message.Role.ASSISTANT or message.kind != Message.Kind.MESSAGE:
         raise ValidationFailed(
             [Problem("$.message_id", "only an assistant reply can be regenerated")]
         )
-    conversation_lock(conversation)
-    _no_active_run(conversation)
+    if locked is None:
+        conversation_lock(conversation)
+        _no_active_run(conversation)
     trigger = _turn_start(message)
     branch = branch_fork(conversation=conversation, source=message.branch, fork_seq=trigger.seq)
     _activate(conversation, branch)
@@ -143,20 +146,32 @@ def reply_regenerate_prepare(
 
 
 def message_edit_prepare(
-    *, conversation: Conversation, message: Message, content: str
+    *,
+    conversation: Conversation,
+    message: Message,
+    content: str,
+    locked: Conversation | None = None,
+    run_id: UUID | None = None,
 ) -> tuple[Branch, Message]:
     """A new active branch forked just before `message` (a user message) whose first
-    message is the edited text. Call inside a transaction that starts the run."""
+    message is the edited text. Call inside a transaction that starts the run; `locked`
+    as for `reply_regenerate_prepare`, `run_id` the run the edited message starts."""
     if message.role != Message.Role.USER or message.kind != Message.Kind.MESSAGE:
         raise ValidationFailed([Problem("$.message_id", "only a user message can be edited")])
     content_checked(content)
-    locked = conversation_lock(conversation)
-    _no_active_run(conversation)
+    if locked is None:
+        locked = conversation_lock(conversation)
+        _no_active_run(conversation)
     branch = branch_fork(conversation=conversation, source=message.branch, fork_seq=message.seq - 1)
     # Counted on the row by the fork: the locked copy must agree, or the edited message's
     # notification would take a first edit's conversation for one without alternatives.
     locked.branch_count += 1
     edited = user_turn_insert(
-        conversation=conversation, locked=locked, branch=branch, content=content, notice_after=True
+        conversation=conversation,
+        locked=locked,
+        branch=branch,
+        content=content,
+        notice_after=True,
+        run_id=run_id,
     )
     return branch, edited

@@ -12,10 +12,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations import notifications, validation
@@ -23,7 +24,7 @@ from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import alternatives_at
 from conversations.serializers import message_payload
-from conversations.services.common import raise_if
+from conversations.services.common import column, raise_if
 from conversations.services.quotas import message_quota_take
 from conversations.services.usage import usage_record
 from conversations.validation import title_from_message
@@ -50,23 +51,23 @@ class NewMessage:
     reasoning_ms: int | None = None
 
 
+# What `conversation_lock` re-reads: the fields appends and their notices move or read.
+LOCKED_FIELDS = (
+    "id",
+    "owner_id",
+    "message_count",
+    "title",
+    "draft",
+    "draft_edited",
+    "draft_edit_count",
+    "active_branch_id",
+    "branch_count",
+)
+
+
 def conversation_lock(conversation: Conversation) -> Conversation:
     """Re-read the conversation's mutable counters under a row lock for this transaction."""
-    return (
-        Conversation.objects.select_for_update()
-        .only(
-            "id",
-            "owner_id",
-            "message_count",
-            "title",
-            "draft",
-            "draft_edited",
-            "draft_edit_count",
-            "active_branch_id",
-            "branch_count",
-        )
-        .get(pk=conversation.pk)
-    )
+    return Conversation.objects.select_for_update().only(*LOCKED_FIELDS).get(pk=conversation.pk)
 
 
 def branch_target(*, locked: Conversation, branch_id: UUID | None) -> Branch:
@@ -78,16 +79,49 @@ def branch_target(*, locked: Conversation, branch_id: UUID | None) -> Branch:
     return Branch.objects.get(pk=key, conversation_id=locked.pk)
 
 
+@cache
+def _branch_advance_sql() -> str:
+    columns = ", ".join(column(Branch, field.name) for field in Branch._meta.concrete_fields)
+    count = column(Branch, "message_count")
+    return (
+        f"UPDATE {connection.ops.quote_name(Branch._meta.db_table)} SET {count} = {count} + %s "
+        f"WHERE {column(Branch, 'id')} = %s AND {column(Branch, 'conversation')} = %s "
+        f"RETURNING {columns}"
+    )
+
+
+def branch_advance(*, locked: Conversation, branch_id: UUID | None, by: int) -> Branch:
+    """`branch_target`, with its counter moved on by the `by` messages about to be appended,
+    in one statement (UPDATE ... RETURNING) instead of a read and a write. Under the
+    conversation's lock, like every append; the caller inserts the messages right after
+    (`_insert(..., counted=True)`). Branch.DoesNotExist for another conversation's branch."""
+    # No active branch happens only for a moment while a conversation is created.
+    key = branch_id or locked.active_branch_id or branch_target(locked=locked, branch_id=None).pk
+    params = [
+        by,
+        Branch._meta.pk.get_db_prep_value(key, connection),
+        Conversation._meta.pk.get_db_prep_value(locked.pk, connection),
+    ]
+    found = list(Branch.objects.raw(_branch_advance_sql(), params))
+    if not found:
+        raise Branch.DoesNotExist
+    return found[0]
+
+
 def _insert(
     *,
     conversation: Conversation,
     locked: Conversation,
     messages: Sequence[NewMessage],
     branch: Branch,
+    changes: dict[str, Any] | None = None,
+    counted: bool = False,
 ) -> list[Message]:
-    """Insert after the branch's last seq and move the branch's and conversation's counters."""
+    """Insert after the branch's last seq and move the branch's and conversation's counters,
+    with `changes` to the conversation in the same UPDATE. `counted`: the branch's counter
+    already includes these messages (`branch_advance`)."""
     now = timezone.now()
-    start = branch.message_count
+    start = branch.message_count - len(messages) if counted else branch.message_count
     rows = [
         Message(
             id=new.id or uuid.uuid4(),
@@ -112,14 +146,18 @@ def _insert(
     Message.objects.bulk_create(rows)
     # In the same transaction: the usage dashboard counts exactly what was stored.
     usage_record(owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows)
-    Branch.objects.filter(pk=branch.pk).update(message_count=start + len(rows))
-    branch.message_count = start + len(rows)
+    if not counted:
+        Branch.objects.filter(pk=branch.pk).update(message_count=start + len(rows))
+        branch.message_count = start + len(rows)
     total = locked.message_count + len(rows)
     Conversation.objects.filter(pk=conversation.pk).update(
-        message_count=total, last_activity_at=now
+        message_count=total, last_activity_at=now, **(changes or {})
     )
     locked.message_count = conversation.message_count = total
     conversation.last_activity_at = now
+    for name, value in (changes or {}).items():
+        setattr(conversation, name, value)
+        setattr(locked, name, value)
     return rows
 
 
@@ -133,10 +171,18 @@ def messages_append(
     get consecutive seqs along its path or none is stored."""
     if not messages:
         return []
-    with transaction.atomic():
+    # No savepoint of its own inside a caller's transaction (a worker storing a reply):
+    # a failure here fails the caller's whole transaction anyway.
+    with transaction.atomic(savepoint=False):
         locked = conversation_lock(conversation)
-        branch = branch_target(locked=locked, branch_id=branch_id)
-        return _insert(conversation=conversation, locked=locked, messages=messages, branch=branch)
+        branch = branch_advance(locked=locked, branch_id=branch_id, by=len(messages))
+        return _insert(
+            conversation=conversation,
+            locked=locked,
+            messages=messages,
+            branch=branch,
+            counted=True,
+        )
 
 
 def message_append(
@@ -175,12 +221,16 @@ def user_turn_insert(
     branch: Branch,
     content: str,
     notice_after: bool = False,
+    run_id: UUID | None = None,
+    counted: bool = False,
 ) -> Message:
     """The user's message on `branch` with a due draft-edit notice, inside the caller's
     transaction and lock. The notice goes before the message, or after it for an edit,
-    whose message must open its branch so it sits beside the text it replaces."""
+    whose message must open its branch so it sits beside the text it replaces. `run_id`:
+    the run the message starts, made right after it in the same transaction. `counted`:
+    `branch_advance` already counted the turn (`user_turn_size`) on the branch."""
     message_quota_take(user_id=conversation.owner_id)
-    user = NewMessage(role=Message.Role.USER, content=content)
+    user = NewMessage(role=Message.Role.USER, content=content, run_id=run_id)
     new = [user]
     if locked.draft_edited:
         notice = NewMessage(
@@ -189,8 +239,6 @@ def user_turn_insert(
             content=draft_edit_notice(locked.draft),
         )
         new = [user, notice] if notice_after else [notice, user]
-    rows = _insert(conversation=conversation, locked=locked, messages=new, branch=branch)
-
     changes: dict[str, Any] = {}
     if locked.draft_edited:
         changes["draft_edited"] = False
@@ -199,11 +247,15 @@ def user_turn_insert(
     if locked.active_branch_id != branch.pk:
         # The conversation goes on where its user wrote last.
         changes["active_branch_id"] = branch.pk
-    if changes:
-        Conversation.objects.filter(pk=conversation.pk).update(**changes)
-        for name, value in changes.items():
-            setattr(conversation, name, value)
-            setattr(locked, name, value)
+    # One UPDATE of the conversation: its counters and these changes together.
+    rows = _insert(
+        conversation=conversation,
+        locked=locked,
+        messages=new,
+        branch=branch,
+        changes=changes,
+        counted=counted,
+    )
     shown: dict[str, Any] = {}
     if "title" in changes:
         shown["title"] = changes["title"]
@@ -235,10 +287,32 @@ def user_message_append(
     content_checked(content)
     with transaction.atomic():
         locked = conversation_lock(conversation)
-        branch = branch_target(locked=locked, branch_id=branch_id)
-        return user_turn_insert(
-            conversation=conversation, locked=locked, branch=branch, content=content
+        return user_message_store(
+            conversation=conversation, locked=locked, content=content, branch_id=branch_id
         )
+
+
+def user_message_store(
+    *,
+    conversation: Conversation,
+    locked: Conversation,
+    content: str,
+    branch_id: UUID | None = None,
+    run_id: UUID | None = None,
+) -> Message:
+    """`user_message_append` inside the caller's transaction and lock (checked content):
+    the branch's counter moved and read in one statement, then the turn."""
+    # The user's message, and a due draft notice (see user_turn_insert).
+    size = 2 if locked.draft_edited else 1
+    branch = branch_advance(locked=locked, branch_id=branch_id, by=size)
+    return user_turn_insert(
+        conversation=conversation,
+        locked=locked,
+        branch=branch,
+        content=content,
+        run_id=run_id,
+        counted=True,
+    )
 
 
 def context_event_add(*, conversation: Conversation, content: str) -> Message:

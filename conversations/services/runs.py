@@ -1,13 +1,21 @@
-"""Runs ended by a deletion. Starting, stopping and ending runs otherwise belongs to the
-engine (conversations/engine/runs.py), which also publishes what these end."""
+"""Runs ended by a deletion, and the lock a run's start takes. Starting, stopping and
+ending runs otherwise belongs to the engine (conversations/engine/runs.py), which also
+publishes what these end."""
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
 from uuid import UUID
 
+from django.db import connection
+from django.db.transaction import TransactionManagementError
 from django.dispatch import Signal
 from django.utils import timezone
 
-from conversations.models import Run
+from conversations.models import Conversation, Run
+from conversations.services.common import column
+from conversations.services.messages import LOCKED_FIELDS
 
 # Sent inside a deleting transaction with the runs it ends (`runs`: Run objects, already
 # marked cancelled in memory). The engine connects to it to publish their terminal events
@@ -28,3 +36,57 @@ def runs_end_with_conversations(*, conversation_ids: Iterable[UUID]) -> None:
         ended.append(run)
     if ended:
         runs_ended.send(sender=Run, runs=ended)
+
+
+@dataclass(frozen=True)
+class RunLock:
+    locked: Conversation  # the row as `conversation_lock` reads it, with the run's model
+    run_active: bool  # a run of the conversation is queued or in progress
+    client_id_taken: bool  # a run of it was started with the client id asked about
+
+
+@cache
+def _lock_sql(*, client_id: bool) -> str:
+    """The statement behind `conversation_lock_for_run`, written once: the ORM spent
+    about 0.75 ms of CPU compiling it for every message sent, six times what running it
+    costs."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(column(Conversation, name) for name in (*LOCKED_FIELDS, "model"))
+    key = column(Conversation, "id")
+    runs = (
+        f"SELECT 1 FROM {quote(Run._meta.db_table)} r "
+        f"WHERE r.{column(Run, 'conversation')} = c.{key}"
+    )
+    statuses = ", ".join(["%s"] * len(Run.ACTIVE_STATUSES))
+    active = f"EXISTS ({runs} AND r.{column(Run, 'status')} IN ({statuses}))"
+    taken = f"EXISTS ({runs} AND r.{column(Run, 'client_id')} = %s)"
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return (
+        f"SELECT {columns}, {active} AS run_active, {taken if client_id else '0 = 1'} "
+        f"AS client_id_taken FROM {quote(Conversation._meta.db_table)} c "
+        f"WHERE c.{key} = %s{lock}"
+    )
+
+
+def conversation_lock_for_run(*, conversation: Conversation, client_id: str = "") -> RunLock:
+    """`conversation_lock` (with the model a run uses) for starting a run, with what the
+    start must know first read in the same statement: whether a run is active, and
+    whether `client_id` already started one.
+
+    Both are read in the statement's snapshot, so a run committed while it waited for the
+    lock is missed; the new run's insert then meets the constraint these checks only
+    anticipate (one active run per conversation, one run per client id), and the caller
+    sorts out the IntegrityError as for any other race.
+    """
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("the run lock is taken inside a transaction")
+    params: list[Any] = [str(status) for status in Run.ACTIVE_STATUSES]
+    if client_id:
+        params.append(client_id)
+    params.append(Conversation._meta.pk.get_db_prep_value(conversation.pk, connection))
+    found = list(Conversation.objects.raw(_lock_sql(client_id=bool(client_id)), params))
+    if not found:
+        raise Conversation.DoesNotExist
+    locked = found[0]
+    checks = vars(locked)  # the two answers, which the model class does not declare
+    return RunLock(locked, bool(checks["run_active"]), bool(checks["client_id_taken"]))
