@@ -163,6 +163,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive and chunked bodies, as real servers do
+    # Each SSE chunk goes out at once, as real servers send them: with Nagle's algorithm a
+    # small write waits for the client's delayed ACK, adding 40 ms to a reply's end.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
