@@ -8,10 +8,9 @@ response ends after the run's terminal event. A position at or past the terminal
 waiting on it would send keep-alives forever, and a 410 also stops EventSource reconnecting.
 """
 
-import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
@@ -58,28 +57,6 @@ def _after(request: HttpRequest) -> int | None:
     return after if last_seen is None else last_seen
 
 
-async def with_heartbeats(
-    source: AsyncIterator[dict[str, Any]], interval: float
-) -> AsyncGenerator[dict[str, Any] | None]:
-    """Items from `source`, and None whenever `interval` passes without one."""
-    iterator = aiter(source)
-    pending = asyncio.ensure_future(anext(iterator))
-    try:
-        while True:
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            yield item
-            pending = asyncio.ensure_future(anext(iterator))
-    finally:
-        pending.cancel()
-
-
 def sse_format(event: dict[str, Any]) -> str:
     data = json.dumps(event, ensure_ascii=False)
     return f"id: {event['sequence_number']}\nevent: {event['type']}\ndata: {data}\n\n"
@@ -88,7 +65,9 @@ def sse_format(event: dict[str, Any]) -> str:
 async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
     # Browsers reconnect after this many milliseconds if the connection drops.
     yield "retry: 2000\n\n"
-    source = with_heartbeats(eventlog.events_follow(run_id, after=after), HEARTBEAT_SECONDS)
+    source = eventlog.with_heartbeats(
+        eventlog.events_follow(run_id, after=after), HEARTBEAT_SECONDS
+    )
     async with contextlib.aclosing(source) as beats:
         async for event in beats:
             if event is not None:

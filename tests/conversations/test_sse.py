@@ -12,8 +12,8 @@ from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from accounts import services as account_services
-from conversations.api.sse import with_heartbeats
 from conversations.engine import eventlog
+from conversations.engine.eventlog import with_heartbeats
 from conversations.models import Run
 from conversations.serializers import run_payload
 

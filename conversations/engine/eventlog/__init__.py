@@ -37,6 +37,7 @@ from conversations.engine.eventlog.reader import (
     events_follow,
     events_read,
     message_texts,
+    with_heartbeats,
 )
 from conversations.engine.eventlog.writer import EventWriter
 from conversations.event_types import (
@@ -93,4 +94,5 @@ __all__ = [
     "message_texts",
     "redis_client",
     "stream_key",
+    "with_heartbeats",
 ]

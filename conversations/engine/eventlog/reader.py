@@ -2,10 +2,11 @@
 cursor (XRANGE, then XREAD BLOCK from the id of the last event delivered): no gap, no
 duplicate. Readers stop after the terminal event."""
 
+import asyncio
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,3 +252,25 @@ def message_texts(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         elif event["type"] == MESSAGE_DELTA:
             parts.setdefault(event["message_id"], []).append(event["delta"])
     return {message_id: "".join(texts) for message_id, texts in parts.items()}
+
+
+async def with_heartbeats(
+    source: AsyncIterator[dict[str, Any]], interval: float
+) -> AsyncGenerator[dict[str, Any] | None]:
+    """Items from `source`, and None whenever `interval` passes without one."""
+    iterator = aiter(source)
+    pending = asyncio.ensure_future(anext(iterator))
+    try:
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield None
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            yield item
+            pending = asyncio.ensure_future(anext(iterator))
+    finally:
+        pending.cancel()

@@ -1,10 +1,9 @@
 """Responses: create, retrieve (or stream again from any point), cancel, delete, and the
 items a response took as input. A response is a Parley run (engine.response_start)."""
 
-import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -79,7 +78,7 @@ def _follow(request: Request, run: Run, *, after: int | None) -> StreamingHttpRe
 
 async def _follow_async(head: dict[str, Any], run_id: str, after: int | None) -> AsyncIterator[str]:
     translator = ResponseEvents(head=head)
-    source = _with_silences(eventlog.events_follow(run_id), KEEP_ALIVE_SECONDS)
+    source = eventlog.with_heartbeats(eventlog.events_follow(run_id), KEEP_ALIVE_SECONDS)
     sent = time.monotonic()
     async with contextlib.aclosing(source) as events:
         async for event in events:
@@ -124,27 +123,6 @@ def _follow_sync(head: dict[str, Any], run_id: str, after: int | None) -> Iterat
 
 def _past(events: list[dict[str, Any]], after: int | None) -> list[dict[str, Any]]:
     return [out for out in events if after is None or out["sequence_number"] > after]
-
-
-async def _with_silences(
-    source: AsyncIterator[dict[str, Any]], interval: float
-) -> AsyncGenerator[dict[str, Any] | None]:
-    """The events of `source`, and None whenever `interval` passes without one."""
-    pending = asyncio.ensure_future(anext(source))
-    try:
-        while True:
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            try:
-                event = pending.result()
-            except StopAsyncIteration:
-                return
-            yield event
-            pending = asyncio.ensure_future(anext(source))
-    finally:
-        pending.cancel()
 
 
 def _wait(run: Run) -> dict[str, Any]:
