@@ -1,6 +1,11 @@
 """Driving a run's steps in the test process, as a worker would take them."""
 
-from conversations.engine import inflight, runner
+import threading
+
+import pytest
+from django.db import connections
+
+from conversations.engine import dispatch, inflight, runner
 from conversations.models import Run
 from tests.waiting import wait_until
 
@@ -42,3 +47,19 @@ def run_to_end(run: Run | str, enqueued: list[str], *, most: int = 10) -> Run:
     if isinstance(run, Run):
         run.refresh_from_db()
     return ended
+
+
+def steps_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step the runner enqueues runs in a thread of this process, as a Celery worker
+    takes it, instead of going to a broker."""
+
+    def work(run_id: str, countdown: float = 0) -> None:
+        def step() -> None:
+            try:
+                step_run(run_id)
+            finally:
+                connections.close_all()
+
+        threading.Thread(target=step, daemon=True).start()
+
+    monkeypatch.setattr(dispatch, "step_enqueue", work)

@@ -16,7 +16,7 @@ from conversations import context, metrics, selectors
 from conversations.engine import eventlog, streaming
 from conversations.engine.inflight import InFlightReply, in_flight
 from conversations.engine.lease import release_connection
-from conversations.engine.llm.base import GenerationSettings, Provider
+from conversations.engine.llm.base import GenerationSettings, Provider, usage_added
 from conversations.engine.model_input_log import model_input_log
 from conversations.engine.run_errors import cut_short_error
 from conversations.engine.step import Step, step_finish, step_hand_over
@@ -179,10 +179,7 @@ def _iteration_counted(
     run's, and the user's draft edits it saw (stored with the tool calls it asked for, so
     the tools step knows). The update writing them sets them on the run in hand too."""
     run = step.run
-    totals = dict(run.usage or {})
-    for key, value in (usage or {}).items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            totals[key] = totals.get(key, 0) + value
+    totals = usage_added(run.usage, usage)
     # Plain values: only the lease's holder changes them, and the update they go with
     # checks the lease.
     return {

@@ -24,17 +24,17 @@ from accounts.models import User
 from conversations import context, selectors, services
 from conversations.engine import eventlog, streaming
 from conversations.engine.llm import provider_get
-from conversations.engine.llm.base import GenerationSettings, ProviderError
+from conversations.engine.llm.base import GenerationSettings, ProviderError, usage_added
 from conversations.engine.model_call import client_tool_called
 from conversations.engine.model_input_log import model_input_log
 from conversations.engine.run_errors import cut_short_error
 from conversations.engine.runs import run_begin
-from conversations.engine.stateless import STATELESS_TOOLS
+from conversations.engine.stateless import STATELESS_TOOLS, stateless_tool_run
 from conversations.event_types import terminal_type
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.serializers import run_payload
 from conversations.services import NewMessage
-from conversations.tools import ToolContext, tool_definitions, tool_execute
+from conversations.tools import tool_definitions
 
 
 @dataclass(frozen=True)
@@ -231,14 +231,7 @@ def _loop(
         if not server:
             return Run.Status.COMPLETED, None
         for call in server:
-            result = tool_execute(
-                name=call["name"],
-                arguments=call["arguments"],
-                context=ToolContext(
-                    call_id=call["id"], is_resume=False, conversation=scratch, user=user
-                ),
-                enabled=STATELESS_TOOLS,
-            )
+            result = stateless_tool_run(call, user=user, scratch=scratch)
             log.emit(
                 eventlog.TOOL_RESULT_COMPLETED,
                 call_id=call["id"],
@@ -253,8 +246,4 @@ def _loop(
 
 def _usage_add(run: Run, usage: dict[str, Any] | None) -> None:
     run.iterations += 1
-    totals = dict(run.usage or {})
-    for key, value in (usage or {}).items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            totals[key] = totals.get(key, 0) + value
-    run.usage = totals
+    run.usage = usage_added(run.usage, usage)

@@ -35,12 +35,12 @@ from conversations import context, validation
 from conversations.context import HistoryMessage
 from conversations.engine import streaming
 from conversations.engine.llm import provider_get
-from conversations.engine.llm.base import GenerationSettings
+from conversations.engine.llm.base import GenerationSettings, usage_added
 from conversations.engine.model_input_log import model_input_log
 from conversations.errors import Problem, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation
-from conversations.tools import ToolContext, tool_definitions, tool_execute
+from conversations.tools import ToolContext, ToolResult, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ def stateless_chat(
     model = settings.PARLEY_MODEL
     # Nothing is stored to hold settings of its own: the server's defaults apply.
     generation = GenerationSettings.effective()
-    usage: dict[str, int] = {}
+    usage: dict[str, Any] = {}
     # An unsaved conversation: the stateless tools read nothing from it.
     scratch = Conversation(owner=user, tools=STATELESS_TOOLS)
     status = "incomplete"
@@ -310,9 +310,7 @@ def stateless_chat(
         accumulated = streaming.stream_collect(
             provider, model=model, messages=model_input, tools=tools, generation=generation
         )
-        for key, value in (accumulated.usage or {}).items():
-            if isinstance(value, int) and not isinstance(value, bool):
-                usage[key] = usage.get(key, 0) + value
+        usage = usage_added(usage, accumulated.usage)
         # Cut at the token limit: the text so far is the reply (incomplete), and a tool
         # call it was writing may be cut mid-arguments, so none is kept or run.
         cut_short = accumulated.finish_reason == "length"
@@ -327,14 +325,7 @@ def stateless_chat(
             status = "completed"
             break
         for call in accumulated.tool_calls:
-            result = tool_execute(
-                name=call["name"],
-                arguments=call["arguments"],
-                context=ToolContext(
-                    call_id=call["id"], is_resume=False, conversation=scratch, user=user
-                ),
-                enabled=STATELESS_TOOLS,
-            )
+            result = stateless_tool_run(call, user=user, scratch=scratch)
             history.append(
                 {
                     "role": "tool",
@@ -349,4 +340,15 @@ def stateless_chat(
         status=status,
         state_reset=reset,
         usage=usage,
+    )
+
+
+def stateless_tool_run(call: dict[str, str], *, user: User, scratch: Conversation) -> ToolResult:
+    """One tool call of a reply stored nowhere: only the tools that read no stored
+    conversation, against `scratch`, an unsaved one."""
+    return tool_execute(
+        name=call["name"],
+        arguments=call["arguments"],
+        context=ToolContext(call_id=call["id"], is_resume=False, conversation=scratch, user=user),
+        enabled=STATELESS_TOOLS,
     )

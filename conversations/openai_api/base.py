@@ -10,7 +10,7 @@ from django.conf import settings
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import IsAuthenticated
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
@@ -26,7 +26,7 @@ from conversations.openai_api.errors import (
     not_found,
     quoted,
 )
-from conversations.validation import storable_json, type_name, unstorable_reason
+from conversations.validation import type_name, unstorable_reason
 
 _DIGITS = re.compile(r"[0-9]{1,6}")
 
@@ -57,22 +57,6 @@ class JSONBodyParser(BaseParser):
         )
 
 
-class StorableJSONRenderer(JSONRenderer):
-    """JSON answers that render even when a stored row holds text that is not valid
-    Unicode (written before the checks existed): such text is repaired, not fatal."""
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        try:
-            return super().render(data, accepted_media_type, renderer_context)
-        except UnicodeEncodeError:
-            return super().render(storable_json(data), accepted_media_type, renderer_context)
-
-
 class JSONOnly(BaseContentNegotiation):
     """Always JSON: an `Accept` header this API cannot honour changes nothing, where DRF
     would answer 406 (OpenAI's API answers JSON)."""
@@ -88,13 +72,13 @@ class JSONOnly(BaseContentNegotiation):
 
 
 class OpenAIView(APIView):
-    """A view of /openai/v1/. Throttles are DRF's defaults, the ones /api/v1/ applies, so
-    both doors spend one per-user budget."""
+    """A view of /openai/v1/. Throttles and the renderer are DRF's defaults, the ones
+    /api/v1/ uses: both doors spend one per-user budget, and answers holding text stored
+    before the checks existed are repaired, not fatal."""
 
     authentication_classes = [ApiKeyAuthentication]
     permission_classes = [IsAuthenticated]
     parser_classes = [JSONBodyParser]
-    renderer_classes = [StorableJSONRenderer]
     content_negotiation_class = JSONOnly
     # Not part of /api/schema/: OpenAI's own API reference describes these endpoints.
     schema = None

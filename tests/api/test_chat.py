@@ -1,13 +1,12 @@
 """`POST chat/`: the first call creates a conversation and returns its id; the
 next call with that id continues it, and the model sees the history."""
 
-import threading
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from conversations.api.views import chat as chat_views
@@ -15,7 +14,7 @@ from conversations.engine import dispatch, eventlog, runner
 from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message, Run
 from tests.api.conftest import error_of
-from tests.steps import step_run
+from tests.steps import steps_in_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -50,18 +49,7 @@ def provider(monkeypatch) -> RecordingProvider:
 @pytest.fixture
 def worker(monkeypatch) -> None:
     """Run each enqueued step in a thread of this process, as a Celery worker would."""
-
-    def work(run_id: str, countdown: float = 0) -> None:
-        def step() -> None:
-            try:
-                step_run(run_id)
-            finally:
-                connections.close_all()
-
-        threading.Thread(target=step, daemon=True).start()
-
-    monkeypatch.setattr(dispatch, "step_enqueue", work)
-    monkeypatch.setattr(dispatch, "step_enqueue", work)
+    steps_in_threads(monkeypatch)
 
 
 def test_two_calls_make_one_conversation_and_the_model_sees_the_history(

@@ -98,20 +98,6 @@ def model(fake_openai, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch, redis_url) -> None:
     """Each enqueued step runs in a thread of this process, as a Celery worker takes it."""
-    import threading
+    from tests.steps import steps_in_threads
 
-    from django.db import connections
-
-    from conversations.engine import dispatch
-    from tests.steps import step_run
-
-    def work(run_id: str, countdown: float = 0) -> None:
-        def step() -> None:
-            try:
-                step_run(run_id)
-            finally:
-                connections.close_all()
-
-        threading.Thread(target=step, daemon=True).start()
-
-    monkeypatch.setattr(dispatch, "step_enqueue", work)
+    steps_in_threads(monkeypatch)

@@ -271,3 +271,13 @@ def _milliseconds(seconds: float) -> int:
 
 # What the column holds (a PostgreSQL integer): about 24 days, far past any real reply.
 REASONING_MS_MAX = 2**31 - 1
+
+
+def usage_added(totals: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """`totals` with a model call's token counts added, key by key (only whole numbers:
+    a server's other usage fields are not summable)."""
+    added = dict(totals or {})
+    for key, value in (usage or {}).items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            added[key] = added.get(key, 0) + value
+    return added
