@@ -12,6 +12,8 @@ worker again by the watchdog once its lease expires.
 """
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
@@ -58,6 +60,20 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    _shared_client: Any = None
+
+    @contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        """A client for one command (a publish, an acknowledgement): kombu builds a new one
+        each time, which cost more CPU than the command itself. A client only wraps the
+        channel's connection pool and is thread-safe, so one is kept per pool and shared."""
+        if client:
+            yield client
+            return
+        shared = self._shared_client
+        if shared is None or shared.connection_pool is not self.pool:  # the pool was reset
+            shared = self._shared_client = self._create_client()  # type: ignore[attr-defined]
+        yield shared
 
 
 class Transport(kombu_redis.Transport):

@@ -1,6 +1,7 @@
 """Reading a run's event log: replay from any position, then follow live with the same
-cursor (XRANGE, then XREAD BLOCK from the id of the last event delivered): no gap, no
-duplicate. Readers stop after the terminal event."""
+cursor (XRANGE, then XREAD BLOCK from the id of the last event delivered; in asyncio
+through the loop's one shared read, hub.py): no gap, no duplicate. Readers stop after the
+terminal event."""
 
 import asyncio
 import json
@@ -11,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 
-from conversations.engine.eventlog.connections import async_pool, redis_client
+from conversations.engine.eventlog.connections import async_client, redis_client
+from conversations.engine.eventlog.hub import follow_hub
 from conversations.engine.eventlog.keys import (
     DEFAULT_BLOCK_MS,
     ENVELOPE,
@@ -161,22 +162,25 @@ async def events_follow(
     """`events_read` for asyncio (websocket consumers, the SSE view)."""
     cursor = _Cursor.start(after, block_ms, timeout)
     key = stream_key(run_id)
-    client = aioredis.Redis(connection_pool=async_pool())
+    client = async_client()
+    while not cursor.done:
+        page = await client.xrange(key, cursor.replay_min(), "+", count=PAGE) or []
+        for event in cursor.take(page):
+            yield event
+        if len(page) < PAGE:
+            break
+    if not cursor.done:
+        cursor.end_if_past(await client.xrevrange(key, count=1))
+    if cursor.done:
+        return
+    # Live: the loop's one read over every followed log serves this follower too.
+    subscription = follow_hub().subscribe(key, cursor.last_id)
     try:
-        while not cursor.done:
-            page = await client.xrange(key, cursor.replay_min(), "+", count=PAGE) or []
-            for event in cursor.take(page):
-                yield event
-            if len(page) < PAGE:
-                break
-        if not cursor.done:
-            cursor.end_if_past(await client.xrevrange(key, count=1))
         while not cursor.done and (wait := cursor.wait_ms()):
-            response = await client.xread({key: cursor.last_id}, count=PAGE, block=wait)
-            for event in cursor.take(_xread_entries(response)):
+            for event in cursor.take(await subscription.entries(wait / 1000)):
                 yield event
     finally:
-        await client.aclose()
+        subscription.close()
 
 
 def events_all(run_id: RunId, *, client: redis.Redis | None = None) -> list[Event]:
@@ -192,11 +196,7 @@ def event_log_exists(run_id: RunId, *, client: redis.Redis | None = None) -> boo
 
 async def aevent_log_exists(run_id: RunId) -> bool:
     """`event_log_exists` for asyncio."""
-    client = aioredis.Redis(connection_pool=async_pool())
-    try:
-        return bool(await client.exists(stream_key(run_id)))
-    finally:
-        await client.aclose()
+    return bool(await async_client().exists(stream_key(run_id)))
 
 
 def event_log_last(run_id: RunId, *, client: redis.Redis | None = None) -> Event | None:
@@ -209,11 +209,7 @@ def event_log_last(run_id: RunId, *, client: redis.Redis | None = None) -> Event
 async def aevent_log_ended_by(run_id: RunId, *, after: int) -> bool:
     """Whether the run's log ends with its terminal event at or before `after`: a reader
     at that position has been told everything there will ever be."""
-    client = aioredis.Redis(connection_pool=async_pool())
-    try:
-        last = await client.xrevrange(stream_key(run_id), count=1)
-    finally:
-        await client.aclose()
+    last = await async_client().xrevrange(stream_key(run_id), count=1)
     if not last:
         return False
     event = json.loads(entry_json(last[0]))
