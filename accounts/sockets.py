@@ -16,20 +16,19 @@ import math
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from importlib import import_module
 from typing import Any
 from uuid import UUID
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from accounts.models import ApiKey, User
+from accounts import socket_checks
 
 log = logging.getLogger(__name__)
 
@@ -84,41 +83,51 @@ def socket_credential_valid(*, credential: SocketCredential) -> bool:
 
 def socket_credential_seconds_left(*, credential: SocketCredential) -> float | None:
     """None when the credential no longer holds (see socket_credential_valid); otherwise
-    the seconds until it lapses by itself (a session's expiry), or infinity for a key."""
-    user = User.objects.filter(pk=credential.user_id, is_active=True).first()
-    if user is None:
-        return None
+    the seconds until it lapses by itself (a session's expiry), or infinity for a key.
+    Every frame asks, so each kind is one statement (accounts.socket_checks)."""
     if credential.api_key_id is not None:
-        live = ApiKey.objects.filter(pk=credential.api_key_id, owner=user, revoked_at__isnull=True)
-        return math.inf if live.exists() else None
+        live = socket_checks.key_live(user_id=credential.user_id, api_key_id=credential.api_key_id)
+        return math.inf if live else None
     if not credential.session_key:
         return None
-    found = _session(credential.session_key)
+    found = _session(credential.user_id, credential.session_key)
     if found is None:
         return None
-    data, expires_at = found
-    if str(data.get(SESSION_KEY)) != str(user.pk):
+    password, (named_user, stored_hash), expires_at = found
+    if named_user != str(credential.user_id):
         return None
-    if not _session_hash_valid(user, data.get(HASH_SESSION_KEY) or ""):
+    expected = socket_checks.session_auth_hashes(user_id=credential.user_id, password=password)
+    if not any(constant_time_compare(stored_hash, valid) for valid in expected):
         return None
     return max((expires_at - timezone.now()).total_seconds(), 0.0)
 
 
-def _session(session_key: str) -> tuple[dict[str, Any], datetime] | None:
-    """The live session's data and when it expires, or None when it is gone or expired."""
-    store: Any = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
-    model = getattr(store, "model", None)
-    if model is not None:
+def _session(user_id: int, session_key: str) -> tuple[str, tuple[str, Any], datetime] | None:
+    """The active user's password hash, whom the live session names with which session
+    auth hash, and when it expires; None when the user or the session is gone or expired."""
+    store_class = socket_checks.session_store_class(settings.SESSION_ENGINE)
+    get_model_class = getattr(store_class, "get_model_class", None)
+    if get_model_class is not None:
         # Database sessions keep their true expiry in a column (the store would answer
         # "now + cookie age" for a session without a custom expiry).
-        row = model.objects.filter(session_key=session_key, expire_date__gt=timezone.now()).first()
+        row = socket_checks.user_and_session_row(
+            user_id=user_id, session_key=session_key, session_model=get_model_class()
+        )
         if row is None:
             return None
-        return store.decode(row.session_data), row.expire_date
+        password, session_data, expires_at = row
+        claims = socket_checks.decoded_session_claims(
+            store_class=store_class, session_data=session_data
+        )
+        return None if claims is None else (password, claims, expires_at)
+    user_password = socket_checks.user_password(user_id=user_id)
+    if user_password is None:
+        return None
+    store = store_class(session_key)
     data = store.load()  # empty when the session is gone or expired
     if not data:
         return None
-    return data, store.get_expiry_date()
+    return user_password, socket_checks.session_claims(data), store.get_expiry_date()
 
 
 def session_sockets_close(*, session: Session) -> None:
@@ -130,14 +139,3 @@ def session_sockets_close(*, session: Session) -> None:
     user_id = str(session.get_decoded().get(SESSION_KEY, ""))
     if user_id.isdigit():
         user_sockets_recheck(user_id=int(user_id), ended_session=session.session_key)
-
-
-def _session_hash_valid(user: User, stored: str) -> bool:
-    # As django.contrib.auth.get_user: the hash follows the password, and sessions made
-    # under a previous SECRET_KEY still count while it is listed as a fallback.
-    if constant_time_compare(stored, user.get_session_auth_hash()):
-        return True
-    return any(
-        constant_time_compare(stored, user._get_session_auth_hash(secret=fallback))  # type: ignore[attr-defined]
-        for fallback in settings.SECRET_KEY_FALLBACKS
-    )

@@ -56,8 +56,8 @@ def model_call_start(
     step.writer.emit(
         eventlog.MESSAGE_CREATED, message_id=str(message_id), role="assistant", attempt=run.attempt
     )
-    replies = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exclude(content="")
-    if run.iterations == 0 or not replies.exists():
+    # Queried only after a first call (a first step has no reply to look for).
+    if run.iterations == 0 or not _words_said(run):
         # No words yet (a first call may only ask for tools): these end the user's wait.
         step.writer.first_token_since = run.created_at.timestamp()
     release_connection()
@@ -188,3 +188,9 @@ def _iteration_counted(
         "draft_edits_seen": edits_seen,
         "attempt": 0,
     }
+
+
+def _words_said(run: Run) -> bool:
+    """Whether a reply of the run with words in it is stored already."""
+    replies = Message.objects.filter(run=run, role=Message.Role.ASSISTANT).exclude(content="")
+    return replies.exists()

@@ -29,20 +29,17 @@ text; a stopped (cancelled) reply keeps its partial text, stored with
 
 import concurrent.futures
 import logging
-import uuid
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F
 from django.utils import timezone
 
 from config.log_context import exception_for_log, log_ids_bind, log_ids_scoped
 from conversations.engine import dispatch, eventlog
 from conversations.engine.inflight import ReplyAbandoned
-from conversations.engine.lease import Lease, LeaseLost, release_connection
+from conversations.engine.lease import Lease, LeaseLost, lease_take, release_connection
 from conversations.engine.llm import provider_get
 from conversations.engine.model_call import client_tool_called, model_call_start
 from conversations.engine.run_errors import attempts_error
@@ -66,13 +63,14 @@ def run_step(run_id: str) -> concurrent.futures.Future[None] | None:
     # A thread waits for its turn holding no pooled database connection: the threads that
     # have turns need them, and twenty waiters would take the whole pool.
     release_connection()
+    streaming: list[concurrent.futures.Future[None]] = []
     with turns.taken(urgent=True):
         step = _lease(run_id)
-    if step is None:
-        return None
-    release_connection()
-    streaming: list[concurrent.futures.Future[None]] = []
-    with turns.taken():
+        if step is None:
+            return None
+        # Leases go first: while other threads wait for a turn, this step waits for its
+        # next one like any (and without its connection); while none does, it goes on.
+        turns.requeue(before=release_connection)
         _step_guard(step, lambda: streaming.extend(_advance(step)))
     release_connection()
     return streaming[0] if streaming else None
@@ -106,35 +104,34 @@ def _step_guard(step: Step, work: Callable[[], None]) -> None:
 
 
 def _lease(run_id: str) -> Step | None:
-    """Take the run's lease: one conditional UPDATE, then the run with its conversation
-    in one read (which is also all the step needs to begin)."""
-    now = timezone.now()
-    token = uuid.uuid4()
-    taken = (
-        Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
-        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        .update(
-            status=Run.Status.IN_PROGRESS,
-            lease_token=token,
-            lease_expires_at=now + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS),
-            attempt=F("attempt") + 1,
-            # Set once, by the first step: a queued run has none.
-            started_at=Coalesce(F("started_at"), Value(now)),
-            updated_at=now,
-        )
-    )
-    if not taken:
+    """Take the run's lease (one statement on PostgreSQL, which also reads all the step
+    needs to begin), then open its event log."""
+    taken = lease_take(run_id)
+    if taken is None:
         return None
-    run = Run.objects.select_related("conversation__owner", "branch").get(pk=run_id)
+    run = taken.run
     log_ids_bind(conversation_id=run.conversation_id, user_id=run.conversation.owner_id)
+    writer = _log_open(run, started=taken.started)
+    return Step(run=run, conversation=run.conversation, lease=taken.lease, writer=writer)
+
+
+def _log_open(run: Run, *, started: bool) -> eventlog.EventWriter:
+    """The run's log, continued, with `run.in_progress` when this step `started` the run."""
+    run_id = str(run.pk)
+    payload = run_payload(run)
+    if started:
+        # The web process announced the run (`run.created`, sequence 0) before queueing
+        # it, so the log holds just that: no read needed to go on after it.
+        writer = eventlog.EventWriter(run_id, next_sequence=1)
+        if writer.emit_second(eventlog.RUN_IN_PROGRESS, run=payload):
+            return writer
     writer = eventlog.EventWriter.open(run_id)
     if writer.next_sequence == 0:
         # The web process committed the run but never announced it.
-        writer.emit(eventlog.RUN_CREATED, run=run_payload(run))
-    if run.started_at == now:  # this step started it: it was queued until now
-        writer.emit(eventlog.RUN_IN_PROGRESS, run=run_payload(run))
-    lease = Lease(run_id=run.pk, token=token)
-    return Step(run=run, conversation=run.conversation, lease=lease, writer=writer)
+        writer.emit(eventlog.RUN_CREATED, run=payload)
+    if started:
+        writer.emit(eventlog.RUN_IN_PROGRESS, run=payload)
+    return writer
 
 
 # --- the step ------------------------------------------------------------------------
@@ -219,7 +216,7 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             release_connection()  # before waiting for the turn again
         # Each result is stored as soon as it exists: a crash after it never reruns it.
         with transaction.atomic():
-            if not step.mine().update(lease_expires_at=step.lease.until()):
+            if not step.lease.update(lease_expires_at=step.lease.until()):
                 raise LeaseLost
             stored = message_append(
                 conversation=conversation,
@@ -244,6 +241,6 @@ def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
             },
         )
     with transaction.atomic():
-        if not step.mine().update(attempt=0):
+        if not step.lease.update(attempt=0):
             raise LeaseLost
         step_hand_over(step)

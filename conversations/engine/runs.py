@@ -15,15 +15,16 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.db.models import QuerySet
 from django.dispatch import receiver
 from django.utils import timezone
 
 from accounts.models import User
-from conversations import metrics, notifications, selectors, validation
+from conversations import metrics, notifications, validation
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raise
+from conversations.engine.lease import Lease
 from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem, ValidationFailed
 from conversations.event_types import terminal_type
 from conversations.models import Branch, Conversation, Message, Run
@@ -31,11 +32,13 @@ from conversations.serializers import run_payload
 from conversations.services import conversation_create
 from conversations.services.common import raise_if
 from conversations.services.messages import content_checked, user_message_store
+from conversations.services.rows import Rows, execute
 from conversations.services.runs import conversation_lock_for_run, runs_ended
 
 log = logging.getLogger(__name__)
 
 CLIENT_ID_MAX = 100
+_RUNS = Rows(Run)
 
 
 def run_start(
@@ -110,14 +113,19 @@ def run_begin(
             transaction.on_commit(lambda: _run_announce(*started[0]))
             run_id = uuid.uuid4()
             branch, trigger, stored = prepare(locked, run_id)
-            run = Run.objects.create(
-                id=run_id,
-                conversation=conversation,
-                branch_id=branch.pk,
-                trigger_message=trigger,
-                model=locked.model or settings.PARLEY_MODEL,
-                client_id=client_id,
+            run = _RUNS.new(
+                {
+                    "id": run_id,
+                    "conversation_id": conversation.pk,
+                    "branch_id": branch.pk,
+                    "trigger_message_id": trigger.pk,
+                    "model": locked.model or settings.PARLEY_MODEL,
+                    "client_id": client_id,
+                }
             )
+            execute(_RUNS.insert([run]))
+            # As `create(conversation=..., trigger_message=...)` leaves them: no query later.
+            run.conversation, run.trigger_message = conversation, trigger
             payload = run_payload(run)  # once, for the event log and the notification
             started.append((run, payload))
             transaction.on_commit(metrics.run_started)  # counted only if it is stored
@@ -151,8 +159,13 @@ def chat_start(
     if not message.strip():
         raise ValidationFailed([Problem("$.message", "must not be empty")])
     if conversation_id is not None:
-        # Nothing to undo if the start is refused: no transaction around the read.
-        conversation = selectors.conversation_get(user=user, conversation_id=conversation_id)
+        try:
+            key = UUID(str(conversation_id))
+        except ValueError:
+            raise Conversation.DoesNotExist from None
+        # Read by the start itself, under its lock, which also checks the owner: a
+        # statement less than reading it first. Its other fields load if asked for.
+        conversation = Conversation.from_db(DEFAULT_DB_ALIAS, ("id", "owner_id"), (key, user.pk))
         stored, run = run_start(conversation=conversation, content=message)
         return conversation, stored, run
     with transaction.atomic():
@@ -210,12 +223,14 @@ def run_finish(
     status: str,
     error: dict[str, str] | None = None,
     only: QuerySet[Run] | None = None,
+    lease: Lease | None = None,
     writer: eventlog.EventWriter | None = None,
     **fields: Any,
 ) -> bool:
     """End an active run: a compare-and-set from an active status (within `only`, such as
-    the rows a worker's lease still holds), then `run_end_publish` after commit. Returns
-    False, changing nothing, when the run was no longer there to end.
+    the rows a worker's lease still holds, or on the condition that `lease` still holds
+    it), then `run_end_publish` after commit. Returns False, changing nothing, when the
+    run was no longer there to end.
 
     `writer` is the run's open log writer when the caller holds one (a worker), so the
     terminal event follows its own events; without it the event is appended to the log
@@ -223,20 +238,24 @@ def run_finish(
     if status not in Run.TERMINAL_STATUSES:
         raise ValueError(f"not a terminal status: {status!r}")
     now = timezone.now()
-    rows = only if only is not None else Run.objects.filter(pk=run.pk)
-    if not rows.filter(status__in=Run.ACTIVE_STATUSES).update(
-        status=status,
-        error=error,
-        finished_at=now,
-        updated_at=now,
-        lease_expires_at=None,
-        lease_token=None,
+    values: dict[str, Any] = {
+        "status": status,
+        "error": error,
+        "finished_at": now,
+        "updated_at": now,
+        "lease_expires_at": None,
+        "lease_token": None,
         **fields,
-    ):
+    }
+    if lease is not None:
+        # Every step ends this way: the lease's statement, written once (engine/lease.py).
+        ended = lease.end(**values)
+    else:
+        rows = only if only is not None else Run.objects.filter(pk=run.pk)
+        ended = bool(rows.filter(status__in=Run.ACTIVE_STATUSES).update(**values))
+    if not ended:
         return False
-    run.status, run.error, run.finished_at = status, error, now
-    run.lease_expires_at = run.lease_token = None
-    for name, value in fields.items():
+    for name, value in values.items():
         setattr(run, name, value)
     run_end_publish(run=run, writer=writer)
     return True

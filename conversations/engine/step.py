@@ -35,7 +35,7 @@ class Step:
 def step_hand_over(step: Step, **fields: Any) -> None:
     """Inside the storing transaction: give up the lease (writing `fields` with it), and
     once committed, queue the next step (any worker may take it)."""
-    if not step.mine().update(
+    if not step.lease.update(
         lease_token=None, lease_expires_at=None, updated_at=timezone.now(), **fields
     ):
         raise LeaseLost
@@ -52,6 +52,6 @@ def step_finish(
     condition that our lease still holds it, its terminal event following our own events
     in the log."""
     if not run_finish(
-        run=step.run, status=status, error=error, only=step.mine(), writer=step.writer, **fields
+        run=step.run, status=status, error=error, lease=step.lease, writer=step.writer, **fields
     ):
         raise LeaseLost

@@ -2,7 +2,7 @@
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from django.conf import settings
 
@@ -18,8 +18,8 @@ class Turns:
     the model or runs a tool.
 
     Leases go first: taking a run is short, and a run taken shows as in progress at once,
-    while the longer work queues behind. Re-entrant: a step run inline inside another
-    (eager Celery in tests) keeps the turn it has.
+    while the longer work queues behind (`requeue`). Re-entrant: a step run inline inside
+    another (eager Celery in tests) keeps the turn it has.
     """
 
     def __init__(self) -> None:
@@ -28,6 +28,7 @@ class Turns:
         self._normal = threading.Condition(lock)
         self._busy = 0
         self._urgent_waiting = 0
+        self._normal_waiting = 0
         self._local = threading.local()
 
     def _free(self) -> bool:
@@ -43,8 +44,12 @@ class Turns:
                 finally:
                     self._urgent_waiting -= 1
             else:
-                while not self._free() or self._urgent_waiting:
-                    self._normal.wait()
+                self._normal_waiting += 1
+                try:
+                    while not self._free() or self._urgent_waiting:
+                        self._normal.wait()
+                finally:
+                    self._normal_waiting -= 1
             self._busy += 1
             # A wake-up may have gone to a thread that found no turn free after all (two
             # releases can notify the same urgent waiter): pass it on while turns are left.
@@ -77,6 +82,22 @@ class Turns:
         finally:
             self._local.held = False
             self._release()
+
+    def requeue(self, *, before: Callable[[], None]) -> None:
+        """Inside `taken()`: if other threads wait for a turn, run `before` (to give the
+        database connection back), give this turn back and wait for an ordinary one; if
+        none waits, keep the turn and go straight on, as if it had been given back and
+        taken again at once."""
+        if not getattr(self._local, "held", False):
+            return
+        with self._urgent:
+            if not (self._urgent_waiting or self._normal_waiting):
+                return
+        before()
+        self._local.held = False
+        self._release()
+        self._acquire(urgent=False)
+        self._local.held = True
 
     @contextlib.contextmanager
     def given_back(self) -> Iterator[None]:

@@ -12,11 +12,11 @@ from django.db.models import Q
 
 from accounts.models import User
 from conversations import context
-from conversations.context import HistoryMessage
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.selectors.branches import alternatives_at, branch_active, path_messages
 from conversations.selectors.cursors import cursor_decode, cursor_encode
+from conversations.selectors.history import HistoryRow, path_history
 from conversations.serializers import MESSAGE_FIELDS
 
 MAX_PAGE = 200
@@ -124,22 +124,16 @@ def message_rows_page(
 
 def history_tail(
     *, conversation: Conversation, max_messages: int, branch: Branch | None = None
-) -> list[HistoryMessage]:
+) -> list[HistoryRow]:
     """The newest `max_messages` messages of a branch's path in seq order: bounded range
     reads whatever the conversation's length or number of branches.
 
-    Plain tuples rather than model instances: this runs before every model call and reads
-    up to a few hundred rows, where building instances costs more than the query.
+    Plain tuples by SQL written once (selectors/history.py): this runs before every model
+    call and reads up to a few hundred rows, where the ORM costs more than the query.
     """
     path = _branch(conversation, branch)
     first = max(0, path.message_count - max_messages)
-    rows = path_messages(path, after=first, last=path.message_count).values_list(
-        "role", "content", "tool_calls", "tool_call_id"
-    )
-    return [
-        HistoryMessage(role=role, content=content, tool_calls=tool_calls, tool_call_id=call_id)
-        for role, content, tool_calls, call_id in rows
-    ]
+    return path_history(path, after=first, last=path.message_count)
 
 
 def conversation_model_input(

@@ -26,7 +26,8 @@ from conversations.selectors.branches import alternatives_at
 from conversations.serializers import message_payload
 from conversations.services.common import column, raise_if
 from conversations.services.quotas import message_quota_take
-from conversations.services.usage import usage_record
+from conversations.services.rows import Rows, execute, row_update
+from conversations.services.usage import usage_statements
 from conversations.validation import title_from_message
 
 
@@ -79,14 +80,16 @@ def branch_target(*, locked: Conversation, branch_id: UUID | None) -> Branch:
     return Branch.objects.get(pk=key, conversation_id=locked.pk)
 
 
+_BRANCHES, _MESSAGES = Rows(Branch), Rows(Message)
+
+
 @cache
 def _branch_advance_sql() -> str:
-    columns = ", ".join(column(Branch, field.name) for field in Branch._meta.concrete_fields)
     count = column(Branch, "message_count")
     return (
-        f"UPDATE {connection.ops.quote_name(Branch._meta.db_table)} SET {count} = {count} + %s "
+        f"UPDATE {_BRANCHES.table} SET {count} = {count} + %s "
         f"WHERE {column(Branch, 'id')} = %s AND {column(Branch, 'conversation')} = %s "
-        f"RETURNING {columns}"
+        f"RETURNING {_BRANCHES.columns()}"
     )
 
 
@@ -102,10 +105,12 @@ def branch_advance(*, locked: Conversation, branch_id: UUID | None, by: int) -> 
         Branch._meta.pk.get_db_prep_value(key, connection),
         Conversation._meta.pk.get_db_prep_value(locked.pk, connection),
     ]
-    found = list(Branch.objects.raw(_branch_advance_sql(), params))
-    if not found:
+    with connection.cursor() as cursor:
+        cursor.execute(_branch_advance_sql(), params)
+        row = cursor.fetchone()
+    if row is None:
         raise Branch.DoesNotExist
-    return found[0]
+    return _BRANCHES.read(row)
 
 
 def _insert(
@@ -123,36 +128,31 @@ def _insert(
     now = timezone.now()
     start = branch.message_count - len(messages) if counted else branch.message_count
     rows = [
-        Message(
-            id=new.id or uuid.uuid4(),
-            conversation_id=conversation.pk,
-            branch_id=branch.pk,
-            seq=start + offset + 1,
-            role=new.role,
-            kind=new.kind,
-            content=new.content,
-            tool_calls=new.tool_calls,
-            tool_call_id=new.tool_call_id,
-            name=new.name,
-            run_id=new.run_id,
-            usage=new.usage,
-            provider_payload=new.provider_payload,
-            created_at=new.created_at or now,
-            reasoning=new.reasoning,
-            reasoning_ms=new.reasoning_ms,
+        # NewMessage's fields are Message's own, by the same names.
+        _MESSAGES.new(
+            {
+                **vars(new),
+                "id": new.id or uuid.uuid4(),
+                "conversation_id": conversation.pk,
+                "branch_id": branch.pk,
+                "seq": start + offset + 1,
+                "created_at": new.created_at or now,
+            }
         )
         for offset, new in enumerate(messages)
     ]
-    Message.objects.bulk_create(rows)
+    end, total = start + len(rows), locked.message_count + len(rows)
     # In the same transaction: the usage dashboard counts exactly what was stored.
-    usage_record(owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows)
-    if not counted:
-        Branch.objects.filter(pk=branch.pk).update(message_count=start + len(rows))
-        branch.message_count = start + len(rows)
-    total = locked.message_count + len(rows)
-    Conversation.objects.filter(pk=conversation.pk).update(
-        message_count=total, last_activity_at=now, **(changes or {})
+    usage = usage_statements(
+        owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows
     )
+    writes = [_MESSAGES.insert(rows), *usage]
+    if not counted:
+        writes.append(row_update(Branch, branch.pk, {"message_count": end}))
+    counters = {"message_count": total, "last_activity_at": now}
+    writes.append(row_update(Conversation, conversation.pk, {**counters, **(changes or {})}))
+    execute(*writes)
+    branch.message_count = end
     locked.message_count = conversation.message_count = total
     conversation.last_activity_at = now
     for name, value in (changes or {}).items():

@@ -13,12 +13,13 @@ from functools import cache
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import BigIntegerField, Case, Count, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 
 from conversations.models import Conversation, Message, UsageDay
+from conversations.services.rows import Statement
 from conversations.validation import USAGE_COUNTS
 
 # Conversations per rebuild transaction: their rows are replaced together, under a lock
@@ -61,10 +62,13 @@ def _upsert_sql() -> str:
     )
 
 
-def usage_record(*, owner_id: int, conversation_id: UUID, messages: Iterable[Message]) -> None:
-    """Count newly stored messages of one conversation, inside the storing transaction.
+def usage_statements(
+    *, owner_id: int, conversation_id: UUID, messages: Iterable[Message]
+) -> list[Statement]:
+    """What counts newly stored messages of one conversation (an upsert per day), for
+    the storing transaction to run with its own writes (`rows.execute`).
 
-    Only the services' append path calls this, and it never stores copies; the counting
+    Only the services' append path counts, and it never stores copies; the counting
     rule is the rebuild's (`_rollup_rows`), written for Python."""
     days: dict[date, _Day] = {}
     for message in messages:
@@ -74,21 +78,24 @@ def usage_record(*, owner_id: int, conversation_id: UUID, messages: Iterable[Mes
         usage = message.usage if isinstance(message.usage, dict) else {}
         for name in USAGE_COUNTS:
             day.tokens[name] += _summable(usage.get(name))
-    uuid_field = UsageDay._meta.get_field("conversation_id")
-    conversation = uuid_field.get_db_prep_value(conversation_id, connection)
-    with connection.cursor() as cursor:
-        for day_date, day in days.items():
-            cursor.execute(
-                _upsert_sql(),
-                [
-                    connection.ops.adapt_datefield_value(day_date),
-                    owner_id,
-                    conversation,
-                    day.messages,
-                    day.user_messages,
-                    *(day.tokens[name] for name in USAGE_COUNTS),
-                ],
-            )
+    db = connections[DEFAULT_DB_ALIAS]
+    conversation = UsageDay._meta.get_field("conversation_id").get_db_prep_value(
+        conversation_id, db
+    )
+    return [
+        (
+            _upsert_sql(),
+            [
+                db.ops.adapt_datefield_value(day_date),
+                owner_id,
+                conversation,
+                day.messages,
+                day.user_messages,
+                *(day.tokens[name] for name in USAGE_COUNTS),
+            ],
+        )
+        for day_date, day in days.items()
+    ]
 
 
 def _summed(name: str) -> Coalesce:

@@ -40,7 +40,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_run_starts_in_six_statements_whatever_the_conversations_length(owner):
+def test_a_run_starts_in_a_few_statements_whatever_the_conversations_length(owner):
     conversation = services.conversation_create(owner=owner)
     for number in range(3):
         with CaptureQueriesContext(connection) as captured:
@@ -49,9 +49,10 @@ def test_a_run_starts_in_six_statements_whatever_the_conversations_length(owner)
             )
         # The lock with both checks, the branch's counter moved and read, the message, the
         # usage rollup, the conversation's counters (and title), the run; and the
-        # transaction around them.
+        # transaction around them. PostgreSQL takes the message, the rollup and the
+        # counters as one statement.
         statements = [q["sql"] for q in captured if not q["sql"].startswith(("BEGIN", "COMMIT"))]
-        assert len(statements) == 6, statements
+        assert len(statements) == (4 if connection.vendor == "postgresql" else 6), statements
         Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
     conversation.refresh_from_db()
     assert conversation.message_count == 3

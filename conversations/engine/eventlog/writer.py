@@ -105,6 +105,37 @@ class EventWriter:
         self.flush()
         return self._append(type, payload)
 
+    def emit_second(self, type: str, /, **payload: Any) -> bool:
+        """Append the log's second event (sequence 1) if the log holds exactly one, in one
+        round trip and with no read first (a run's first step, after its announcement);
+        False, writing nothing, if it holds none or more: `open()` finds where it is.
+
+        Redis decides: an append that may not create the stream (NOMKSTREAM) lands only
+        where the stream exists, and the explicit id only after a smaller last id, so
+        only after the first entry alone."""
+        assert self.next_sequence == 1, "a new writer, at the second event"
+        sequence, entry_id, data, ttl = self._entry(type, payload)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.xadd(self.key, {FIELD: data}, id=entry_id, nomkstream=True)
+        if ttl is not None:
+            pipe.expire(self.key, ttl)
+        try:
+            reply = pipe.execute(raise_on_error=False)[0]
+            if isinstance(reply, Exception):
+                raise reply
+        except redis.ResponseError as error:
+            if not _stale(error):
+                raise
+            # Ours, when a retry after a dropped connection found our first try landed.
+            found = self._client.xrange(self.key, entry_id, entry_id)
+            if not (found and entry_json(found[0]) == data):
+                return False
+        else:
+            if reply is None:  # no stream: the run was never announced
+                return False
+        self._written(sequence, type)
+        return True
+
     def message_delta(self, message_id: str, text: str) -> None:
         for batch in self._delta(MESSAGE_DELTA, "message_id", message_id, text):
             self._append(*batch)
