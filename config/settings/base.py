@@ -221,7 +221,7 @@ PARLEY_METRICS_TOKEN = env_str("PARLEY_METRICS_TOKEN")
 # Throttle counters live in the cache, so they must be shared by every web process.
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "config.cache.SharedRedisCache",  # Django's, sharing its connections
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "parley:cache",
     }

@@ -17,4 +17,14 @@ def step_enqueue(run_id: str, *, countdown: float = 0) -> None:
     """Queue one step of the run; any worker may take it. Its headers carry the request id
     in hand (the request that started the run, or the step before this one, which had it),
     so that the worker's lines for the step name it too."""
-    current_app.send_task(STEP_TASK, args=(run_id,), countdown=countdown, headers=task_headers())
+    args = (run_id,)
+    current_app.send_task(
+        STEP_TASK,
+        args=args,
+        countdown=countdown,
+        headers=task_headers(),
+        # What Celery would compute (a safe repr, for logs and monitors) at the cost of
+        # two settings lookups and a repr walk per step: plain repr of one id says the same.
+        argsrepr=repr(args),
+        kwargsrepr="{}",
+    )

@@ -33,3 +33,21 @@ def test_a_step_is_sent_under_the_step_tasks_name(monkeypatch):
     assert sent == [("conversations.tasks.run_step", ("a-run",), 2)]
     # The name resolves to the task a worker runs.
     assert current_app.tasks[sent[0][0]].name == tasks.run_step.name
+
+
+def test_a_steps_message_shows_its_arguments_as_celery_would(monkeypatch):
+    """The step's id is given to Celery already shown (cheaper than Celery's safe repr):
+    logs and monitors read the same `argsrepr` and `kwargsrepr` as before."""
+    from celery.utils.saferepr import saferepr
+
+    sent: list[tuple[str, dict]] = []
+
+    def send_task_message(producer, name, message, **options):
+        sent.append((name, message.headers))
+
+    monkeypatch.setattr(current_app.amqp, "send_task_message", send_task_message)
+    dispatch.step_enqueue("0b7c1f52-4a0e-4a53-9d6e-8f0e1f1f2a3b")
+    [(name, headers)] = sent
+    assert name == dispatch.STEP_TASK
+    assert headers["argsrepr"] == saferepr(("0b7c1f52-4a0e-4a53-9d6e-8f0e1f1f2a3b",))
+    assert headers["kwargsrepr"] == saferepr({})
