@@ -27,9 +27,9 @@ from django.db.models import QuerySet, UUIDField
 from django.utils import timezone
 
 from accounts.models import User
+from config.rows import Rows
 from conversations.models import Branch, Conversation, Run
 from conversations.services.common import column
-from conversations.services.rows import Rows
 
 _RUNS = Rows(Run)
 _CONVERSATIONS = Rows(Conversation)

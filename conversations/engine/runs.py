@@ -21,6 +21,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from accounts.models import User
+from config.rows import Rows, execute
 from conversations import metrics, notifications, validation
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raise
@@ -32,7 +33,6 @@ from conversations.serializers import run_payload
 from conversations.services import conversation_create
 from conversations.services.common import raise_if
 from conversations.services.messages import content_checked, user_message_store
-from conversations.services.rows import Rows, execute
 from conversations.services.runs import conversation_lock_for_run, runs_ended
 
 log = logging.getLogger(__name__)

@@ -2,9 +2,7 @@
 
 from typing import Any
 
-from django.db import connection
-from django.db.models import Field, Model
-
+from config.rows import column as column  # the hot paths' SQL names columns with it
 from conversations.errors import Problem, ValidationFailed
 
 
@@ -21,10 +19,3 @@ UNSET: Any = _Unset()
 def raise_if(problems: list[Problem]) -> None:
     if problems:
         raise ValidationFailed(problems)
-
-
-def column(model: type[Model], name: str) -> str:
-    """A field's column, quoted, for the few statements of the hot paths written as SQL."""
-    field = model._meta.get_field(name)
-    assert isinstance(field, Field)
-    return connection.ops.quote_name(field.column)

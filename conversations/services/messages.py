@@ -19,6 +19,7 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.utils import timezone
 
+from config.rows import Rows, execute, row_update
 from conversations import notifications, validation
 from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message
@@ -26,7 +27,6 @@ from conversations.selectors.branches import alternatives_at
 from conversations.serializers import message_payload
 from conversations.services.common import column, raise_if
 from conversations.services.quotas import message_quota_take
-from conversations.services.rows import Rows, execute, row_update
 from conversations.services.usage import usage_statements
 from conversations.validation import title_from_message
 

@@ -13,10 +13,10 @@ from django.db.transaction import TransactionManagementError
 from django.dispatch import Signal
 from django.utils import timezone
 
+from config.rows import Rows
 from conversations.models import Conversation, Run
 from conversations.services.common import column
 from conversations.services.messages import LOCKED_FIELDS
-from conversations.services.rows import Rows
 
 # Sent inside a deleting transaction with the runs it ends (`runs`: Run objects, already
 # marked cancelled in memory). The engine connects to it to publish their terminal events

@@ -18,8 +18,8 @@ from django.db.models import BigIntegerField, Case, Count, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 
+from config.rows import Statement
 from conversations.models import Conversation, Message, UsageDay
-from conversations.services.rows import Statement
 from conversations.validation import USAGE_COUNTS
 
 # Conversations per rebuild transaction: their rows are replaced together, under a lock

@@ -83,3 +83,27 @@ def test_a_key_needs_a_sensible_name(owner, name):
     with pytest.raises(ValueError, match="name"):
         services.api_key_create(owner=owner, name=name)
     assert not ApiKey.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_key_is_found_in_one_statement_with_its_owner_as_the_orm_reads_them(owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from accounts.selectors import api_key_for_secret
+
+    key, secret = services.api_key_create(owner=owner, name="ci")
+    with CaptureQueriesContext(connection) as queries:
+        found = api_key_for_secret(secret=secret)
+        assert found is not None
+        found_owner = found.owner
+    assert len(queries) == 1  # every API request asks: the owner comes along
+    stored = ApiKey.objects.select_related("owner").get(pk=key.pk)
+    fields = [field.attname for field in ApiKey._meta.concrete_fields]
+    assert [getattr(found, name) for name in fields] == [getattr(stored, name) for name in fields]
+    assert found_owner == owner and found_owner.username == owner.username
+    assert found_owner.password == stored.owner.password
+    assert found._state.adding is False  # a stored row: saving it updates, never inserts
+    services.api_keys_revoke(queryset=ApiKey.objects.filter(pk=key.pk))
+    assert api_key_for_secret(secret=secret) is None
+    assert api_key_for_secret(secret=secret + "x") is None

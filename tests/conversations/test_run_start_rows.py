@@ -1,4 +1,4 @@
-"""A run's start writes and reads its rows with SQL written once (services/rows.py)
+"""A run's start writes and reads its rows with SQL written once (config/rows.py)
 instead of the ORM's per-call compiling: what it stores and the instances it hands back
 must be exactly the ORM's, on PostgreSQL and SQLite alike."""
 
@@ -10,10 +10,10 @@ from django.db import IntegrityError, connection
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
+from config.rows import Rows, execute, row_update
 from conversations import engine, services
 from conversations.models import Branch, Conversation, Message, Run, UsageDay
 from conversations.services import NewMessage
-from conversations.services.rows import Rows, execute, row_update
 
 pytestmark = pytest.mark.usefixtures("redis_url", "enqueued")
 
