@@ -101,7 +101,8 @@ def test_a_key_is_found_in_one_statement_with_its_owner_as_the_orm_reads_them(ow
     stored = ApiKey.objects.select_related("owner").get(pk=key.pk)
     fields = [field.attname for field in ApiKey._meta.concrete_fields]
     assert [getattr(found, name) for name in fields] == [getattr(stored, name) for name in fields]
-    assert found_owner == owner and found_owner.username == owner.username
+    assert found_owner == owner
+    assert found_owner.username == owner.username
     assert found_owner.password == stored.owner.password
     assert found._state.adding is False  # a stored row: saving it updates, never inserts
     services.api_keys_revoke(queryset=ApiKey.objects.filter(pk=key.pk))

@@ -23,6 +23,7 @@ from conversations.models import Branch, Message, Run
 from conversations.selectors.branches import path_messages
 from conversations.selectors.history import path_history
 from conversations.services.messages import NewMessage, messages_append
+from tests.conversations.test_step_turns import run_threads
 from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -282,15 +283,6 @@ def test_the_history_read_matches_the_path_along_branches(conversation):
     history = path_history(leaf, after=0, last=6)
     assert [row.content for row in history] == ["one", "", "fork 0", "fork 1", "leaf 0", "leaf 1"]
     assert history[1].tool_calls == calls
-
-
-def run_threads(*targets) -> None:
-    threads = [threading.Thread(target=target) for target in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-        assert not thread.is_alive(), "a thread is stuck waiting for a turn"
 
 
 def test_a_step_with_nobody_waiting_goes_on_with_its_turn(settings):

@@ -14,8 +14,9 @@ import asyncio
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import hiredis
 import redis
@@ -202,14 +203,26 @@ def _as_exception(error: BaseException) -> Exception:
     return error if isinstance(error, Exception) else ConnectionError("event log write aborted")
 
 
+T = TypeVar("T")
+_PerLoop = weakref.WeakKeyDictionary[_Loop, dict[str, T]]
+
+
+def per_loop(
+    registry: "weakref.WeakKeyDictionary[_Loop, dict[str, T]]", make: Callable[[], T]
+) -> T:
+    """The running loop's object for settings.REDIS_URL in `registry`, made by `make` the
+    first time (the URL is read per call: tests change it)."""
+    objects = registry.setdefault(asyncio.get_running_loop(), {})
+    url = settings.REDIS_URL
+    found = objects.get(url)
+    if found is None:
+        found = objects[url] = make()
+    return found
+
+
 def appends_batcher() -> AppendsBatcher:
     """This loop's batcher for settings.REDIS_URL."""
-    batchers = _batchers.setdefault(asyncio.get_running_loop(), {})
-    url = settings.REDIS_URL
-    batcher = batchers.get(url)
-    if batcher is None:
-        batcher = batchers[url] = AppendsBatcher(async_client())
-    return batcher
+    return per_loop(_batchers, lambda: AppendsBatcher(async_client()))
 
 
 _batchers: weakref.WeakKeyDictionary[_Loop, dict[str, AppendsBatcher]] = weakref.WeakKeyDictionary()

@@ -25,9 +25,8 @@ import weakref
 from typing import Any
 
 import redis.asyncio as aioredis
-from django.conf import settings
 
-from conversations.engine.eventlog.connections import async_client
+from conversations.engine.eventlog.connections import async_client, per_loop
 from conversations.engine.eventlog.keys import PAGE, as_text
 
 log = logging.getLogger(__name__)
@@ -249,10 +248,5 @@ _hubs: weakref.WeakKeyDictionary[_Loop, dict[str, FollowHub]] = weakref.WeakKeyD
 
 
 def follow_hub() -> FollowHub:
-    """This loop's hub for settings.REDIS_URL (read per call: tests change it)."""
-    hubs = _hubs.setdefault(asyncio.get_running_loop(), {})
-    url = settings.REDIS_URL
-    hub = hubs.get(url)
-    if hub is None:
-        hub = hubs[url] = FollowHub(async_client())
-    return hub
+    """This loop's hub for settings.REDIS_URL."""
+    return per_loop(_hubs, lambda: FollowHub(async_client()))
