@@ -1,11 +1,13 @@
 """Browser-test fixtures: one stack and one browser per module, a fresh context per test."""
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from accounts.models import User
+from conversations.models import Run
 from tests.e2e.web import web_start
 from tests.e2e.worker import worker_start
 from tests.fake_openai import FakeOpenAI
@@ -50,11 +52,24 @@ def stack(django_db_setup, redis_url: str) -> Iterator[Stack]:
 
 
 @pytest.fixture
-def context(browser: Browser, stack: Stack) -> Iterator[BrowserContext]:
+def context(browser: Browser, stack: Stack, transactional_db: None) -> Iterator[BrowserContext]:
     context = browser.new_context(base_url=stack.url, accept_downloads=True)
     context.set_default_timeout(TIMEOUT_MS)
     yield context
+    # Before the test's data is flushed (this fixture needs the database, so it ends
+    # first): a page still sending requests, or a worker still storing the last reply
+    # when the flush runs, deadlocks with it.
     context.close()
+    runs_settle(seconds=10)
+
+
+def runs_settle(*, seconds: float) -> None:
+    """Wait until no run is active, for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while Run.objects.filter(status__in=Run.ACTIVE_STATUSES).exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
 
 
 @pytest.fixture
