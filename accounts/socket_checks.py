@@ -21,6 +21,7 @@ from django.db.models import Field, Model
 from django.utils import timezone
 
 from accounts.models import ApiKey, User
+from config.rows import column, value_reader
 
 # Live sockets per process, with room for their sessions' data changing meanwhile.
 CACHE_SIZE = 1024
@@ -35,7 +36,7 @@ def _field(model: type[Model], name: str) -> "Field[Any, Any]":
 
 
 def _column(model: type[Model], name: str, alias: str, connection: BaseDatabaseWrapper) -> str:
-    return f"{alias}.{connection.ops.quote_name(str(_field(model, name).column))}"
+    return f"{alias}.{column(model, name)}"
 
 
 def _table(model: type[Model], alias: str, connection: BaseDatabaseWrapper) -> str:
@@ -122,16 +123,8 @@ def user_and_session_row(
     if row is None:
         return None
     password, session_data, expire_date = row
-    return str(password), session_data, _from_db(session_model, "expire_date", expire_date, c)
-
-
-def _from_db(model: type[Model], name: str, value: Any, connection: BaseDatabaseWrapper) -> Any:
-    # What the ORM would make of the value (SQLite: an aware datetime from a naive one).
-    column = _field(model, name).get_col(model._meta.db_table)
-    converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-    for converter in converters:
-        value = converter(value, column, connection)
-    return value
+    expires_at = value_reader(session_model, "expire_date", c)(expire_date)
+    return str(password), session_data, expires_at
 
 
 @functools.lru_cache(maxsize=8)

@@ -60,8 +60,7 @@ class Rows(Generic[M]):
     def _converters(self) -> list[tuple[int, list[Converter], Col]]:
         found = []
         for position, field in enumerate(self.fields):
-            col = field.get_col(self.model._meta.db_table)
-            converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+            col, converters = _converters(self.model, field.name, connection)
             if converters:
                 found.append((position, converters, col))
         return found
@@ -135,6 +134,25 @@ def _row_update_sql(model: type[Model], names: tuple[str, ...]) -> str:
     sets = ", ".join(f"{column(model, name)} = %s" for name in names)
     table = connection.ops.quote_name(model._meta.db_table)
     return f"UPDATE {table} SET {sets} WHERE {column(model, 'pk')} = %s"
+
+
+def _converters(model: type[Model], name: str, db: Any) -> tuple[Col, list[Converter]]:
+    col = model._meta.get_field(name).get_col(model._meta.db_table)  # type: ignore[union-attr]
+    return col, db.ops.get_db_converters(col) + col.get_db_converters(db)
+
+
+def value_reader(model: type[Model], name: str, db: Any = None) -> Callable[[Any], Any]:
+    """What the ORM makes of a column's raw value (the backend's converters, then the
+    field's own: an aware datetime on SQLite, decoded JSON), for a value read by SQL."""
+    db = db if db is not None else _db()
+    col, converters = _converters(model, name, db)
+
+    def read(value: Any) -> Any:
+        for converter in converters:
+            value = converter(value, col, db)
+        return value
+
+    return read
 
 
 def column(model: type[Model], name: str) -> str:

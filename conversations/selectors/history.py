@@ -11,8 +11,9 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Field, UUIDField
+from django.db.models import UUIDField
 
+from config.rows import column, value_reader
 from conversations.models import Branch, Message
 from conversations.selectors.branches import branch_segments
 
@@ -46,7 +47,7 @@ def path_history(branch: Branch, *, after: int, last: int) -> list[HistoryRow]:
     with db.cursor() as cursor:
         cursor.execute(_history_sql(len(ranges)), params)
         rows = cursor.fetchall()
-    decode = _calls_decoder(db)
+    decode = value_reader(Message, "tool_calls", db)  # JSON, as the ORM decodes it
     return [
         HistoryRow(role, content, [] if calls == NO_CALLS else decode(calls), call_id)
         for role, content, calls, call_id in rows
@@ -55,31 +56,13 @@ def path_history(branch: Branch, *, after: int, last: int) -> list[HistoryRow]:
 
 @cache
 def _history_sql(segments: int) -> str:
-    quote = connection.ops.quote_name
-
     def name(field: str) -> str:
-        found = Message._meta.get_field(field)
-        assert isinstance(found, Field)
-        return quote(found.column)
+        return column(Message, field)
 
     wanted = ", ".join(name(field) for field in ("role", "content", "tool_calls", "tool_call_id"))
     seq = name("seq")
     one = f"({name('branch')} = %s AND {seq} > %s AND {seq} <= %s)"
     return (
-        f"SELECT {wanted} FROM {quote(Message._meta.db_table)} "
+        f"SELECT {wanted} FROM {connection.ops.quote_name(Message._meta.db_table)} "
         f"WHERE {' OR '.join([one] * segments)} ORDER BY {seq} ASC"
     )
-
-
-def _calls_decoder(db: Any) -> Any:
-    """The tool calls' value as the ORM gives it: the backend's converters, then the
-    field's own (JSON decoding)."""
-    col = Message._meta.get_field("tool_calls").get_col(Message._meta.db_table)
-    converters = db.ops.get_db_converters(col) + col.get_db_converters(db)
-
-    def decode(value: Any) -> Any:
-        for converter in converters:
-            value = converter(value, col, db)
-        return value
-
-    return decode
