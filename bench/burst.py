@@ -72,9 +72,9 @@ from bench.fanout import (  # noqa: E402
     chunk_times,
     cpu_used,
     each,
-    latencies_ms,
     reply_follow,
     sample,
+    timed_latencies_ms,
 )
 from bench.procfile import procfile_stack  # noqa: E402
 from bench.resume import Stack, audit, common_arguments, finished, ws_open  # noqa: E402
@@ -169,7 +169,13 @@ def report(
     completion = [c.got[-1][0] - c.sent_at for c in done]
     created = [(c.got[0][0] - c.sent_at) * 1000 for c in clients if c.got]
     chunks = chunk_times(stack.chunk_log, {c.conversation for c in done})
-    latency = [ms for c in clients for ms in latencies_ms(c.got, chunks.get(c.conversation, []))]
+    timed = [t for c in clients for t in timed_latencies_ms(c.got, chunks.get(c.conversation, []))]
+    latency = [ms for _, ms in timed]
+    # Split where the last reply began: before it, runs were still being created and their
+    # steps started while others streamed; after it, every reply only streams.
+    all_started = max(starts.values(), key=lambda pair: pair[1], default=(0.0, math.inf))[1]
+    ramp = [ms for at, ms in timed if at < all_started]
+    steady = [ms for at, ms in timed if at >= all_started]
     upstream = upstream_starts(stack.chunk_log)
     legs: tuple[list[float], list[float], list[float]] = ([], [], [])
     for conversation, (sent, at) in starts.items():
@@ -210,6 +216,8 @@ def report(
         ("event delivery p99 ms", f"{delivery_p99:.1f}", f"<= {DELIVERY_P99_MS:g}" if many else "",
          (delivery_p99 <= DELIVERY_P99_MS if all_at_once else partial) if many else None),
         ("event delivery max ms", f"{max(latency, default=math.nan):.1f}", "", None),
+        ("- while replies were still starting, p50 / p99 ms", spread(ramp, digits=1), "", None),
+        ("- once every reply was streaming, p50 / p99 ms", spread(steady, digits=1), "", None),
         ("worker peak RSS (VmHWM) MiB", f"{hwm:.0f}", f"<= {WORKER_RSS_MIB:g}" if many else "",
          (hwm <= WORKER_RSS_MIB if all_at_once else partial) if many else None),
         ("worker RSS after the warm-up MiB", f"{kib['worker warm'] / 1024:.0f}", "", None),

@@ -108,8 +108,13 @@ def chunk_times(path: Path, keys: set[str], timeout: float = 15) -> dict[str, Ch
 
 def latencies_ms(got: Timed, chunks: Chunks) -> list[float]:
     """Per message.delta: its receive time minus the send time of the newest chunk in it."""
+    return [ms for _, ms in timed_latencies_ms(got, chunks)]
+
+
+def timed_latencies_ms(got: Timed, chunks: Chunks) -> list[tuple[float, float]]:
+    """latencies_ms, each with the time its delta was received."""
     ends = list(itertools.accumulate(len(text) for text, _ in chunks))
-    found: list[float] = []
+    found: list[tuple[float, float]] = []
     offset = 0
     for at, event in got:
         if event["type"] == eventlog.MESSAGE_CREATED:  # a retried step restarts the text
@@ -117,7 +122,7 @@ def latencies_ms(got: Timed, chunks: Chunks) -> list[float]:
         elif event["type"] == eventlog.MESSAGE_DELTA:
             offset += len(event["delta"])
             if (newest := bisect.bisect_left(ends, offset)) < len(ends):
-                found.append((at - chunks[newest][1]) * 1000)
+                found.append((at, (at - chunks[newest][1]) * 1000))
     return found
 
 

@@ -1,0 +1,89 @@
+"""The benchmarks' fake upstream process: what the real SDK reads from it, how it paces a
+reply, and the chunk log the benchmarks time deliveries against."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.fake_openai_server import tokens
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS, RATE, FIRST_DELAY = 8, 40.0, 0.1
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    chunk_log = tmp_path / "chunks.jsonl"
+    command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
+    command += ["--tokens", str(TOKENS), "--tokens-per-second", str(RATE)]
+    command += ["--first-token-delay", str(FIRST_DELAY), "--chunk-log", str(chunk_log)]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+        assert line.startswith("listening "), line
+        yield line.split()[1], chunk_log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0  # a clean stop on SIGTERM
+
+
+def test_the_sdk_streams_the_whole_reply_paced_and_logged(server: tuple[str, Path]) -> None:
+    base_url, chunk_log = server
+    client = openai.OpenAI(api_key="bench", base_url=base_url, max_retries=0)
+    asked = time.time()
+    stream = client.chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "bench key 42"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.choices:
+            text.append(chunk.choices[0].delta.content or "")
+            finish = chunk.choices[0].finish_reason or finish
+        usage = chunk.usage or usage
+    assert "".join(text) == "".join(tokens(TOKENS))
+    assert finish == "stop"
+    assert usage is not None
+    assert usage.completion_tokens == TOKENS
+
+    entry = json.loads(chunk_log.read_text().splitlines()[-1])
+    assert entry["user"] == "bench key 42"
+    assert asked <= entry["received_at"] <= time.time()
+    sent = [(text, at) for kind, text, at in entry["chunks"] if kind == "text"]
+    assert [text for text, _ in sent] == tokens(TOKENS)
+    # The first token after the delay, the rest at the rate (a sleep is never early).
+    assert sent[0][1] - entry["received_at"] >= FIRST_DELAY
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(sent)]
+    assert min(gaps) > 0.5 / RATE
+    assert sent[-1][1] - sent[0][1] >= (TOKENS - 1) / RATE - 0.01
+
+
+def test_unknown_paths_bad_json_and_unstreamed_requests_are_refused(
+    server: tuple[str, Path],
+) -> None:
+    base_url, chunk_log = server
+    for path, body in (("/embeddings", b'{"input": "x"}'), ("/chat/completions", b"{not json")):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(base_url + path, data=body), timeout=5)
+        assert refused.value.code == 404
+        assert json.load(refused.value)["error"]["type"] == "invalid_request_error"
+    client = openai.OpenAI(api_key="bench", base_url=base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError, match="only answers streamed requests"):
+        client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert not chunk_log.exists() or chunk_log.read_text() == ""  # nothing was streamed
