@@ -105,8 +105,8 @@ def app_build(script: Script, log: ChunkLog) -> web.Application:
                 if interval and content_sent:
                     await asyncio.sleep(started + content_sent * interval - time.perf_counter())
                 content_sent += 1
-            if transport.is_closing():
-                raise ConnectionResetError("the client went away")
+            if transport.is_closing():  # the client went away: so does the reply, unlogged
+                return response
             # Framed here and written straight to the socket: each chunk is one write,
             # without the response writer's per-call bookkeeping.
             payload = b"data: %s\n\n" % data.encode()

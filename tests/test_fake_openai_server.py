@@ -3,6 +3,7 @@ reply, and the chunk log the benchmarks time deliveries against."""
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import signal
@@ -29,7 +30,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
     command += ["--tokens", str(TOKENS), "--tokens-per-second", str(RATE)]
     command += ["--first-token-delay", str(FIRST_DELAY), "--chunk-log", str(chunk_log)]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    errors = (tmp_path / "stderr.txt").open("w")
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=errors, text=True)
     try:
         line = process.stdout.readline() if process.stdout else ""
         assert line.startswith("listening "), line
@@ -37,6 +39,16 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0  # a clean stop on SIGTERM
+        errors.close()
+    assert (tmp_path / "stderr.txt").read_text() == ""  # no request ended in an error
+
+
+def sdk_reply(base_url: str, content: str) -> str:
+    client = openai.OpenAI(api_key="bench", base_url=base_url, max_retries=0)
+    stream = client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": content}], stream=True
+    )
+    return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 
 
 def test_the_sdk_streams_the_whole_reply_paced_and_logged(server: tuple[str, Path]) -> None:
@@ -87,3 +99,20 @@ def test_unknown_paths_bad_json_and_unstreamed_requests_are_refused(
             model="fake-model", messages=[{"role": "user", "content": "hi"}]
         )
     assert not chunk_log.exists() or chunk_log.read_text() == ""  # nothing was streamed
+
+
+def test_a_client_leaving_mid_reply_ends_only_its_own_reply(server: tuple[str, Path]) -> None:
+    base_url, chunk_log = server
+    port = int(base_url.rsplit(":", 1)[1].split("/")[0])
+    body = json.dumps({"stream": True, "messages": [{"role": "user", "content": "leaves"}]})
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    connection.request("POST", "/v1/chat/completions", body=body)
+    response = connection.getresponse()
+    assert response.status == 200
+    assert response.read1(64).startswith(b"data: ")  # the reply had begun
+    connection.close()
+
+    assert sdk_reply(base_url, "stays") == "".join(tokens(TOKENS))
+    time.sleep(2 * TOKENS / RATE)  # past the end the left reply would have had
+    logged = [json.loads(line)["user"] for line in chunk_log.read_text().splitlines()]
+    assert logged == ["stays"]  # the left reply is not logged as sent
