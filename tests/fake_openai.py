@@ -189,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         if path != "/v1/chat/completions" or not isinstance(body, dict):
-            self._send_json(404, _error_body("Unknown path or bad JSON.", "invalid_request_error"))
+            self._send_json(404, UNKNOWN_REQUEST)
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
         fake = self.server.fake
@@ -259,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
                 error = _error_body(message, "server_error", script.error_code)
                 self._send_event(record, index, "error", json.dumps(error), None)
                 break
-            if kind in ("reasoning", "text", "tool"):
+            if kind in CONTENT_KINDS:
                 # Pace against a fixed schedule so sleeping overhead does not add up.
                 if interval and content_sent:
                     fake._sleep(started + content_sent * interval - time.perf_counter())
@@ -288,6 +288,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error_body(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+UNKNOWN_REQUEST = _error_body("Unknown path or bad JSON.", "invalid_request_error")
+CONTENT_KINDS = frozenset({"reasoning", "text", "tool"})  # chunks paced as tokens
 
 
 def _plan_events(

@@ -33,14 +33,13 @@ from typing import Any, TextIO
 import uvloop
 from aiohttp import web
 
-from tests.fake_openai import Script, _error_body, _plan_events
+from tests.fake_openai import CONTENT_KINDS, UNKNOWN_REQUEST, Script, _error_body, _plan_events
 
 WORDS = (
     *("the", "model", "streams", "a", "reply", "token", "by", "token", "while", "readers"),
     *("follow", "the", "run", "log", "and", "a", "worker", "writes", "coalesced", "deltas"),
     *("into", "one", "stream", "per", "run", "so", "latency", "stays", "low"),
 )
-CONTENT_KINDS = frozenset({"reasoning", "text", "tool"})
 COMPLETIONS = "/v1/chat/completions"
 
 
@@ -80,8 +79,7 @@ def app_build(script: Script, log: ChunkLog) -> web.Application:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            error = _error_body("Unknown path or bad JSON.", "invalid_request_error")
-            return web.json_response(error, status=404)
+            return web.json_response(UNKNOWN_REQUEST, status=404)
         if not body.get("stream"):
             message = "The fake server only answers streamed requests (stream=true)."
             return web.json_response(_error_body(message, "invalid_request_error"), status=400)
@@ -117,8 +115,7 @@ def app_build(script: Script, log: ChunkLog) -> web.Application:
         return response
 
     async def unknown(request: web.Request) -> web.Response:
-        error = _error_body("Unknown path or bad JSON.", "invalid_request_error")
-        return web.json_response(error, status=404)
+        return web.json_response(UNKNOWN_REQUEST, status=404)
 
     app = web.Application(client_max_size=64 * 1024 * 1024)  # long conversations are large
     app.router.add_post(COMPLETIONS, completions)
