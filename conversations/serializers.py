@@ -106,7 +106,8 @@ def run_payload(run: Run) -> dict[str, Any]:
 
     return {
         "id": str(run.id),
-        "conversation_id": str(run.conversation_id),
+        # None for a run kept nowhere (a response with `store: false`).
+        "conversation_id": _key(run.conversation_id),
         "branch_id": _key(run.branch_id),
         "status": run.status,
         "model": run.model,

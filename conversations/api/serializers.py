@@ -316,7 +316,17 @@ class StatelessChatOut(serializers.Serializer):
     )
     state = serializers.CharField(help_text="Opaque; send it with the next call.")
     status = serializers.ChoiceField(choices=["completed", "incomplete"])
+    draft = serializers.CharField(
+        allow_blank=True,
+        help_text="The working draft the state carries: what `update_draft` last wrote, "
+        "sent to the model at the end of every call's input. Empty when there is none.",
+    )
     usage = serializers.DictField(child=serializers.IntegerField())
+    error = RunErrorOut(
+        allow_null=True,
+        help_text="Why an incomplete reply stopped (the token limit, the most rounds of "
+        "tool calls one reply may take); null otherwise.",
+    )
     state_reset = StateResetOut(
         required=False, help_text="Present when the given state could not be used."
     )

@@ -6,7 +6,9 @@ other modules here are the engine's insides (an import-linter contract keeps the
 
 - runs.py: run_start, run_cancel, chat_start and the one run_finish every ending uses
 - branching.py: edits and regenerations (a new branch and the run answering on it)
-- runner.py: one step of a run (a model call or the pending tools), under a lease
+- loop.py: the one model-and-tools loop, writing to a sink: a stored run's step
+  (step.py) or a run kept nowhere (unstored.py)
+- runner.py: one step of a stored run (a model call or the pending tools), under a lease
 - model_call.py, inflight.py: a model call's reply streams holding no worker thread
 - watchdog.py: the periodic sweep that restarts runs whose worker died
 - stateless.py: a chat whose whole history travels with the request, stored nowhere

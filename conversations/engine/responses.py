@@ -5,10 +5,10 @@
   tools, generation settings, metadata), in one transaction (`runs.run_begin`). Continuing
   from a response that is no longer the tip of its branch forks a new branch there, as an
   edit does, so the older path stays as an alternative.
-- `response_unstored`: `store: false`. The tool loop runs in this process over the
-  history the request names plus its input, nothing is written, and what happened comes
-  back as the event list a stored run's log would hold, so the transport answers both
-  kinds alike.
+- `response_unstored`: `store: false`. The one loop runs in this process over the
+  history the request names plus its input (engine/unstored.py), nothing is written, and
+  what happened comes back as the event list a stored run's log would hold, so the
+  transport answers both kinds alike.
 """
 
 import uuid
@@ -18,23 +18,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from accounts.models import User
 from conversations import context, selectors, services
-from conversations.engine import eventlog, streaming
 from conversations.engine.llm import provider_get
-from conversations.engine.llm.base import GenerationSettings, ProviderError, usage_added
-from conversations.engine.model_call import client_tool_called
-from conversations.engine.model_input_log import model_input_log
-from conversations.engine.run_errors import cut_short_error
 from conversations.engine.runs import run_begin
-from conversations.engine.stateless import STATELESS_TOOLS, stateless_tool_run
-from conversations.event_types import terminal_type
+from conversations.engine.unstored import UnstoredRun, unstored_run, unstored_run_go
 from conversations.models import Branch, Conversation, Message, Run
-from conversations.serializers import run_payload
 from conversations.services import NewMessage
-from conversations.tools import tool_definitions
+from conversations.tools import tool_default_names
 
 
 @dataclass(frozen=True)
@@ -118,18 +110,6 @@ def _branch_after(conversation: Conversation, previous: Run) -> Branch:
 # --- store: false ----------------------------------------------------------------------
 
 
-@dataclass
-class _Log:
-    """The events a stored run's log would hold, numbered the same way."""
-
-    run_id: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-    def emit(self, kind: str, **payload: Any) -> None:
-        event = {"type": kind, "run_id": self.run_id, "sequence_number": len(self.events)}
-        self.events.append({**event, **payload})
-
-
 def response_unstored(
     *,
     user: User,
@@ -139,111 +119,53 @@ def response_unstored(
 ) -> tuple[Run, list[dict[str, Any]]]:
     """Run a response that keeps nothing: an unsaved run (its fields as a stored one's)
     and the events of its run. The history is the named conversation's or previous
-    response's path (read, never written) followed by the input."""
-    now = timezone.now()
-    run = Run(
-        id=uuid.uuid4(),
-        conversation_id=None,  # type: ignore[misc]  # an unsaved run of no conversation
-        status=Run.Status.IN_PROGRESS,
-        created_at=now,
-        started_at=now,
+    response's path (read, never written) followed by the input; the tools and settings
+    are that conversation's (the server's defaults without one)."""
+    source = previous.conversation if previous is not None else conversation
+    run, scratch = unstored_run(
+        owner=user,
         model=ask.model or settings.PARLEY_MODEL,
+        tools=source.tools if source is not None else tool_default_names(),
+        draft=source.draft if source is not None else "",
+        conversation=source,
         **{k: v for k, v in ask.run_fields().items() if k != "model"},
     )
     if previous is not None:
         run.options = {**ask.options, "previous_run_id": str(previous.pk)}
-    log = _Log(str(run.id))
-    log.emit(eventlog.RUN_CREATED, run=run_payload(run))
-    log.emit(eventlog.RUN_IN_PROGRESS, run=run_payload(run))
-    history = _history(conversation=conversation, previous=previous)
-    history += [context.chat_message(new) for new in ask.messages]
-    try:
-        status, error = _loop(run, log, history=history, user=user)
-    except ProviderError as failure:
-        status, error = Run.Status.FAILED, {"code": failure.code, "message": failure.message}
-    run.status, run.error, run.finished_at = status, error, timezone.now()
-    log.emit(terminal_type(status), run=run_payload(run))
-    return run, log.events
+    sink = UnstoredRun(
+        run=run,
+        conversation=scratch,
+        head=[context.system_message(source.system_prompt)]
+        if source is not None and source.system_prompt
+        else [],
+        before=[*_history(conversation=conversation, previous=previous), *ask.messages],
+    )
+    unstored_run_go(sink, provider=provider_get(), label=f"response {run.id}")
+    return run, sink.events
 
 
-def _history(*, conversation: Conversation | None, previous: Run | None) -> list[dict[str, Any]]:
+def _history(
+    *, conversation: Conversation | None, previous: Run | None
+) -> list[context.StoredMessage]:
+    """The stored path a response kept nowhere reads: up to the previous response's last
+    message, or the conversation's active path."""
     if previous is not None:
         branch = selectors.branch_get(
             conversation=previous.conversation, branch_id=previous.branch_id
         )
         last = Message.objects.filter(run=previous).order_by("-seq").first()
         branch.message_count = last.seq if last is not None else branch.message_count
-        return selectors.conversation_model_input(conversation=previous.conversation, branch=branch)
+        return list(
+            selectors.history_tail(
+                conversation=previous.conversation,
+                max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
+                branch=branch,
+            )
+        )
     if conversation is not None:
-        return selectors.conversation_model_input(conversation=conversation)
+        return list(
+            selectors.history_tail(
+                conversation=conversation, max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES
+            )
+        )
     return []
-
-
-def _loop(
-    run: Run, log: _Log, *, history: list[dict[str, Any]], user: User
-) -> tuple[str, dict[str, str] | None]:
-    provider = provider_get()
-    generation = GenerationSettings.effective(overrides=run.generation)
-    head = [context.system_message(run.instructions)] if run.instructions else []
-    tools = [*tool_definitions(STATELESS_TOOLS), *run.client_tools]
-    # An unsaved conversation: the stateless tools read nothing from it.
-    scratch = Conversation(owner=user, tools=STATELESS_TOOLS)
-    for iteration in range(settings.PARLEY_RUN_MAX_ITERATIONS):
-        message_id = str(uuid.uuid5(run.id, f"assistant-{iteration + 1}"))
-        log.emit(eventlog.MESSAGE_CREATED, message_id=message_id, role="assistant", attempt=1)
-        model_input = head + history
-        model_input_log(
-            f"response {run.id}", model=run.model, messages=model_input, generation=generation
-        )
-        reply = streaming.stream_collect(
-            provider, model=run.model, messages=model_input, tools=tools, generation=generation
-        )
-        _usage_add(run, reply.usage)
-        cut_short = reply.finish_reason == "length"
-        calls = [] if cut_short else reply.tool_calls
-        if reply.text:
-            log.emit(eventlog.MESSAGE_DELTA, message_id=message_id, delta=reply.text)
-        for call in calls:
-            log.emit(
-                eventlog.TOOL_CALL_CREATED,
-                message_id=message_id,
-                call_id=call["id"],
-                name=call["name"],
-            )
-            arguments = call["arguments"]
-            log.emit(eventlog.TOOL_CALL_ARGUMENTS_DELTA, call_id=call["id"], delta=arguments)
-        for call in calls:
-            log.emit(
-                eventlog.TOOL_CALL_COMPLETED,
-                call_id=call["id"],
-                name=call["name"],
-                arguments=call["arguments"],
-            )
-        assistant = context.HistoryMessage(role="assistant", content=reply.text, tool_calls=calls)
-        log.emit(
-            eventlog.MESSAGE_COMPLETED,
-            message={"id": message_id, "role": "assistant", "content": reply.text},
-        )
-        history.append(context.chat_message(assistant))
-        if cut_short:
-            return Run.Status.INCOMPLETE, cut_short_error(generation.max_output_tokens)
-        server = [call for call in calls if not client_tool_called(run, call)]
-        if not server:
-            return Run.Status.COMPLETED, None
-        for call in server:
-            result = stateless_tool_run(call, user=user, scratch=scratch)
-            log.emit(
-                eventlog.TOOL_RESULT_COMPLETED,
-                call_id=call["id"],
-                output=result.output,
-                is_error=result.is_error,
-                message_id=str(uuid.uuid5(run.id, f"tool-{call['id']}")),
-            )
-            history.append({"role": "tool", "tool_call_id": call["id"], "content": result.output})
-    message = f"Parley stopped after {run.iterations} rounds of tool calls in one reply."
-    return Run.Status.INCOMPLETE, {"code": "max_iterations", "message": message}
-
-
-def _usage_add(run: Run, usage: dict[str, Any] | None) -> None:
-    run.iterations += 1
-    run.usage = usage_added(run.usage, usage)

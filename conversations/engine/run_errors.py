@@ -14,3 +14,11 @@ def cut_short_error(limit: int) -> dict[str, str]:
         "message": f"The reply reached its limit of {limit} tokens and was cut short. "
         "Raise “Max output tokens” in the conversation's settings for longer replies.",
     }
+
+
+def iterations_error(iterations: int) -> dict[str, str]:
+    return {
+        "code": "max_iterations",
+        "message": f"Parley stopped after {iterations} rounds of tool calls in one reply, "
+        "the most one reply may take.",
+    }

@@ -1,4 +1,5 @@
-"""One step of the tool loop. A Celery task runs one step (conversations/tasks.py).
+"""One step of a stored run's loop. A Celery task runs one step (conversations/tasks.py);
+what a step decides and does is the one loop's (engine/loop.py), this module drives it.
 
 A step is either one streamed model call or the pending tool calls of the run's last
 assistant message. It works out which from the stored messages alone, so any worker can
@@ -32,23 +33,21 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from config.log_context import exception_for_log, log_ids_bind, log_ids_scoped
 from conversations.engine import dispatch, eventlog
 from conversations.engine.inflight import ReplyAbandoned
-from conversations.engine.lease import Lease, LeaseLost, lease_take, release_connection
+from conversations.engine.lease import LeaseLost, lease_take, release_connection
 from conversations.engine.llm import provider_get
-from conversations.engine.model_call import client_tool_called, model_call_start
+from conversations.engine.loop import End, RunTools, loop_next, tools_run
+from conversations.engine.model_call import model_call_start
 from conversations.engine.run_errors import attempts_error
-from conversations.engine.step import Step, step_finish, step_hand_over
+from conversations.engine.step import Step, step_finish
 from conversations.engine.turns import turns
-from conversations.models import Message, Run
+from conversations.models import Run
 from conversations.serializers import run_payload
-from conversations.services.messages import NewMessage, message_append
-from conversations.tools import ToolContext, tool_execute
 
 log = logging.getLogger(__name__)
 
@@ -148,99 +147,11 @@ def _advance(step: Step) -> list[concurrent.futures.Future[None]]:
     if run.cancel_requested_at is not None:  # read with the lease, just now
         step_finish(step, Run.Status.CANCELLED)
         return []
-    # A run's replies are stored with their iteration counted, in one transaction: before
-    # its first reply there is nothing to look for.
-    assistant = (
-        Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("-seq").first()
-        if run.iterations
-        else None
-    )
-    if assistant is not None and assistant.tool_calls:
-        answered = set(
-            Message.objects.filter(
-                run=run, role=Message.Role.TOOL, seq__gt=assistant.seq
-            ).values_list("tool_call_id", flat=True)
-        )
-        pending = [call for call in assistant.tool_calls if call["id"] not in answered]
-        # A client's own tool is never run here: the client answers it in its next request.
-        server = [call for call in pending if not client_tool_called(run, call)]
-        if server:
-            _run_tools(step, server)
-            return []
-        if pending:
-            step_finish(step, Run.Status.COMPLETED)
-            return []
-    elif assistant is not None:
-        # The reply was stored but the run not closed: nothing left to do.
-        step_finish(step, Run.Status.COMPLETED)
+    action = loop_next(run, step.replied())
+    if isinstance(action, End):
+        step_finish(step, action.status, error=action.error)
         return []
-    if run.iterations >= settings.PARLEY_RUN_MAX_ITERATIONS:
-        message = (
-            f"Parley stopped after {run.iterations} rounds of tool calls in one reply, "
-            "the most one reply may take."
-        )
-        step_finish(
-            step, Run.Status.INCOMPLETE, error={"code": "max_iterations", "message": message}
-        )
+    if isinstance(action, RunTools):
+        tools_run(step, action.calls)
         return []
     return [model_call_start(step, provider=provider_get(), guard=_step_guard)]
-
-
-def _run_tools(step: Step, pending: list[dict[str, str]]) -> None:
-    run, conversation = step.run, step.conversation
-    for call in pending:
-        if step.cancel_requested():
-            step_finish(step, Run.Status.CANCELLED)
-            return
-        step.lease.renew()
-        context = ToolContext(
-            call_id=call["id"],
-            # An earlier attempt of this step may have started this call before dying.
-            is_resume=run.attempt > 1,
-            conversation=conversation,
-            user=conversation.owner,
-            emit=step.emit,
-            # Stored with the tool calls by the model step that asked for them.
-            draft_edits_seen=run.draft_edits_seen,
-        )
-        with turns.given_back():
-            release_connection()  # the tool may run for long; renewals reconnect
-            result = tool_execute(
-                name=call["name"],
-                arguments=call["arguments"],
-                context=context,
-                enabled=conversation.tools,
-                keepalive=step.lease.keepalive,
-                keepalive_every=Lease.period(),
-            )
-            release_connection()  # before waiting for the turn again
-        # Each result is stored as soon as it exists: a crash after it never reruns it.
-        with transaction.atomic():
-            if not step.lease.update(lease_expires_at=step.lease.until()):
-                raise LeaseLost
-            stored = message_append(
-                conversation=conversation,
-                branch_id=run.branch_id,
-                message=NewMessage(
-                    role=Message.Role.TOOL,
-                    content=result.output,
-                    tool_call_id=call["id"],
-                    name=call["name"],
-                    run_id=run.id,
-                    provider_payload={"is_error": True} if result.is_error else None,
-                ),
-            )
-        step.emit(
-            eventlog.TOOL_RESULT_COMPLETED,
-            {
-                "call_id": call["id"],
-                "output": stored.content,
-                "is_error": result.is_error,
-                # Names the stored result, so a reader can refer to it as stored.
-                "message_id": str(stored.id),
-            },
-        )
-    with transaction.atomic():
-        if not step.lease.update(attempt=0):
-            raise LeaseLost
-        step_hand_over(step)

@@ -1,9 +1,12 @@
 """Stateless chat: the history travels with the client.
 
-The caller sends `{state?, system?, messages}` and gets `{reply, state, state_reset?}`.
-Nothing is stored server-side. The state string is opaque to clients:
+The caller sends `{state?, system?, messages}` and gets `{reply, state, draft,
+state_reset?}`. Nothing is stored server-side: the reply comes from the one loop
+(engine/loop.py) writing to a run kept nowhere (engine/unstored.py), with every tool a
+conversation has by default. The state string is opaque to clients:
 
-    Fernet(key from SECRET_KEY).encrypt(zlib(JSON {"version", "provider", "user", "messages"}))
+    Fernet(key from SECRET_KEY).encrypt(zlib(JSON {"version", "provider", "user", "messages",
+                                                    "draft"?}))
 
 - Leading system messages (the `system` field and the system messages before the first
   other message) are the preamble: sent first on every call, never put in the state.
@@ -13,6 +16,8 @@ Nothing is stored server-side. The state string is opaque to clients:
   assistant turns into it. It opens only for the user it was issued to, and only for
   PARLEY_STATELESS_STATE_MAX_AGE_SECONDS after it was issued. Keys listed in
   SECRET_KEY_FALLBACKS still open states issued before a key rotation.
+- The draft `update_draft` writes travels in the state too, and each call's model input
+  ends with it, as a stored conversation's does.
 - A state that cannot be used never fails the call: the conversation starts fresh, the
   answer names the reason (`state_reset`) and the server logs one line.
 """
@@ -32,22 +37,23 @@ from django.conf import settings
 
 from accounts.models import User
 from conversations import context, validation
-from conversations.context import HistoryMessage
-from conversations.engine import streaming
 from conversations.engine.llm import provider_get
-from conversations.engine.llm.base import GenerationSettings, usage_added
-from conversations.engine.model_input_log import model_input_log
+from conversations.engine.llm.base import ProviderError
+from conversations.engine.unstored import (
+    UnstoredRun,
+    history_message,
+    unstored_run,
+    unstored_run_go,
+)
 from conversations.errors import Problem, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
-from conversations.models import Conversation
-from conversations.tools import ToolContext, ToolResult, tool_definitions, tool_execute
+from conversations.models import Run
+from conversations.tools import tool_default_names
 
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 2
 SALT = "parley.stateless-chat.state"
-# Tools that need no stored conversation; the others (draft, search) have nothing to act on.
-STATELESS_TOOLS = ["calculator", "current_time"]
 ROLES = frozenset({"user", "assistant", "tool", "system"})
 
 # Why a state was discarded; each is a `state_reset.reason`.
@@ -70,12 +76,23 @@ class StateRejected(Exception):
 
 
 @dataclass
+class State:
+    """What a state string carries."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    draft: str = ""
+
+
+@dataclass
 class StatelessReply:
     reply: str | None  # None when the request only added context events
     state: str
     status: str  # completed, or incomplete at the iteration limit or the token limit
+    draft: str = ""
     state_reset: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    # Why an incomplete reply stopped: `{code, message}`, as a stored run's error.
+    error: dict[str, str] | None = None
 
 
 # --- the state string ------------------------------------------------------------------
@@ -99,10 +116,18 @@ def state_pack(document: Any) -> str:
     return _cipher().encrypt(raw).decode()
 
 
-def state_encode(*, provider: str, user_id: int, messages: list[dict[str, Any]]) -> str:
-    return state_pack(
-        {"version": STATE_VERSION, "provider": provider, "user": user_id, "messages": messages}
-    )
+def state_encode(
+    *, provider: str, user_id: int, messages: list[dict[str, Any]], draft: str = ""
+) -> str:
+    document: dict[str, Any] = {
+        "version": STATE_VERSION,
+        "provider": provider,
+        "user": user_id,
+        "messages": messages,
+    }
+    if draft:
+        document["draft"] = draft
+    return state_pack(document)
 
 
 INFLATE_STEP = 256 * 1024
@@ -136,8 +161,8 @@ def _inflate(raw: bytes) -> bytes:
     return bytes(out)
 
 
-def state_decode(state: str, *, provider: str, user_id: int) -> list[dict[str, Any]]:
-    """The history in `state`, or StateRejected naming why it cannot be used."""
+def state_decode(state: str, *, provider: str, user_id: int) -> State:
+    """The history and draft in `state`, or StateRejected naming why it cannot be used."""
     if ":" in state:
         # Version 1 states were signed, not encrypted: value:signature.
         raise StateRejected("unsupported_version")
@@ -168,8 +193,10 @@ def state_decode(state: str, *, provider: str, user_id: int) -> list[dict[str, A
         raise StateRejected("corrupted_messages")
     if len(messages) > settings.PARLEY_STATELESS_STATE_MAX_MESSAGES:
         raise StateRejected("too_large")
-    result: list[dict[str, Any]] = messages
-    return result
+    draft = document.get("draft", "")
+    if not isinstance(draft, str) or validation.draft_problems(draft):
+        raise StateRejected("corrupted_messages")
+    return State(messages=messages, draft=draft)
 
 
 def _valid_history(messages: Any) -> bool:
@@ -211,27 +238,15 @@ def split_preamble(
     return preamble, messages[index:]
 
 
-def _history(messages: list[dict[str, Any]]) -> list[HistoryMessage]:
-    return [
-        HistoryMessage(
-            role=m["role"],
-            content=m["content"],
-            tool_calls=m.get("tool_calls", []),
-            tool_call_id=m.get("tool_call_id", ""),
-        )
-        for m in messages
-    ]
-
-
 def _events_append(
     *,
     provider_name: str,
     user: User,
-    history: list[dict[str, Any]],
+    state: State,
     reset: str | None,
     events: list[dict[str, str]],
 ) -> StatelessReply:
-    if not history:
+    if not state.messages:
         why = f" (the state given could not be used: {RESET_MESSAGES[reset]})" if reset else ""
         raise ValidationFailed(
             [
@@ -243,22 +258,16 @@ def _events_append(
                 )
             ]
         )
-    history = history + [{"role": "system", "content": event["content"]} for event in events]
+    history = state.messages + [{"role": "system", "content": e["content"]} for e in events]
     return StatelessReply(
         reply=None,
-        state=state_encode(provider=provider_name, user_id=user.pk, messages=history),
+        state=state_encode(
+            provider=provider_name, user_id=user.pk, messages=history, draft=state.draft
+        ),
         status="completed",
+        draft=state.draft,
         state_reset=reset,
     )
-
-
-def _model_input(preamble: list[str], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    head = [context.system_message(text) for text in preamble]
-    budget = settings.PARLEY_CONTEXT_TOKENS - sum(context.estimate_tokens(m) for m in head)
-    body = context.build_model_input(
-        system_prompt="", history=_history(history), draft="", token_budget=budget
-    )
-    return head + body
 
 
 def stateless_chat(
@@ -279,76 +288,47 @@ def stateless_chat(
     if problems:
         raise ValidationFailed(problems)
     provider = provider_get()
-    history: list[dict[str, Any]] = []
+    state_in = State()
     reset = None
     if state:
         try:
-            history = state_decode(state, provider=provider.name, user_id=user.pk)
+            state_in = state_decode(state, provider=provider.name, user_id=user.pk)
         except StateRejected as rejected:
             reset = rejected.reason
             # Never the content: the reason and who sent it.
             log.warning("stateless state reset: %s (user %s)", reset, user.pk)
     if all(message["role"] == "system" for message in messages):
         return _events_append(
-            provider_name=provider.name, user=user, history=history, reset=reset, events=messages
+            provider_name=provider.name, user=user, state=state_in, reset=reset, events=messages
         )
     preamble, rest = split_preamble(system, messages)
-    history = history + [{"role": m["role"], "content": m["content"]} for m in rest]
-
-    model = settings.PARLEY_MODEL
-    # Nothing is stored to hold settings of its own: the server's defaults apply.
-    generation = GenerationSettings.effective()
-    usage: dict[str, Any] = {}
-    # An unsaved conversation: the stateless tools read nothing from it.
-    scratch = Conversation(owner=user, tools=STATELESS_TOOLS)
-    status = "incomplete"
-    reply = ""
-    tools = tool_definitions(STATELESS_TOOLS)
-    for _iteration in range(settings.PARLEY_RUN_MAX_ITERATIONS):
-        model_input = _model_input(preamble, history)
-        model_input_log("stateless chat", model=model, messages=model_input, generation=generation)
-        accumulated = streaming.stream_collect(
-            provider, model=model, messages=model_input, tools=tools, generation=generation
-        )
-        usage = usage_added(usage, accumulated.usage)
-        # Cut at the token limit: the text so far is the reply (incomplete), and a tool
-        # call it was writing may be cut mid-arguments, so none is kept or run.
-        cut_short = accumulated.finish_reason == "length"
-        assistant: dict[str, Any] = {"role": "assistant", "content": accumulated.text}
-        if accumulated.tool_calls and not cut_short:
-            assistant["tool_calls"] = accumulated.tool_calls
-        history.append(assistant)
-        reply = accumulated.text
-        if cut_short:
-            break
-        if not accumulated.tool_calls:
-            status = "completed"
-            break
-        for call in accumulated.tool_calls:
-            result = stateless_tool_run(call, user=user, scratch=scratch)
-            history.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call["id"],
-                    "name": call["name"],
-                    "content": result.output,
-                }
-            )
-    return StatelessReply(
-        reply=reply,
-        state=state_encode(provider=provider.name, user_id=user.pk, messages=history),
-        status=status,
-        state_reset=reset,
-        usage=usage,
+    history = state_in.messages + [{"role": m["role"], "content": m["content"]} for m in rest]
+    # Nothing is stored to hold settings of its own: the server's defaults apply, and
+    # the tools a new conversation has.
+    run, scratch = unstored_run(
+        owner=user, model=settings.PARLEY_MODEL, tools=tool_default_names(), draft=state_in.draft
     )
-
-
-def stateless_tool_run(call: dict[str, str], *, user: User, scratch: Conversation) -> ToolResult:
-    """One tool call of a reply stored nowhere: only the tools that read no stored
-    conversation, against `scratch`, an unsaved one."""
-    return tool_execute(
-        name=call["name"],
-        arguments=call["arguments"],
-        context=ToolContext(call_id=call["id"], is_resume=False, conversation=scratch, user=user),
-        enabled=STATELESS_TOOLS,
+    sink = UnstoredRun(
+        run=run,
+        conversation=scratch,
+        head=[context.system_message(text) for text in preamble],
+        before=[history_message(m) for m in history],
+    )
+    unstored_run_go(sink, provider=provider, label="stateless chat")
+    if run.status == Run.Status.FAILED and run.error is not None:
+        # The model call failed: there is no reply to give and no state worth keeping.
+        raise ProviderError(run.error["code"], run.error["message"])
+    return StatelessReply(
+        reply=sink.reply_text(),
+        state=state_encode(
+            provider=provider.name,
+            user_id=user.pk,
+            messages=history + sink.kept,
+            draft=scratch.draft,
+        ),
+        status=run.status,
+        draft=scratch.draft,
+        state_reset=reset,
+        usage=run.usage,
+        error=run.error,
     )

@@ -1,18 +1,26 @@
-"""A step in hand: the run under our lease, its open event log, and the two ways a step
-lets go of a run (hand it to the next step, or end it). Shared by the step's parts: the
-runner (conversations/engine/runner.py) and the model call (engine/model_call.py)."""
+"""A step in hand: a stored run under our lease, with its open event log. It is where the
+one loop (engine/loop.py) writes for a stored run: replies and tool results appended to
+the run's own branch in transactions that check the lease, events to the run's log, and
+the two ways a step lets go of a run (hand it to the next step, or end it)."""
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from conversations import context, selectors
 from conversations.engine import dispatch, eventlog
-from conversations.engine.lease import Lease, LeaseLost
+from conversations.engine.lease import Lease, LeaseLost, release_connection
+from conversations.engine.loop import Position
 from conversations.engine.runs import run_finish
-from conversations.models import Conversation, Run
+from conversations.engine.turns import turns
+from conversations.models import Branch, Conversation, Message, Run
+from conversations.services.messages import NewMessage, message_append, stored_payload
 
 
 @dataclass
@@ -21,6 +29,7 @@ class Step:
     conversation: Conversation
     lease: Lease
     writer: eventlog.EventWriter
+    stored = True
 
     def mine(self) -> QuerySet[Run]:
         return self.lease.mine()
@@ -30,6 +39,80 @@ class Step:
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
         self.writer.emit(kind, **payload)
+
+    @cached_property
+    def branch(self) -> Branch:
+        """The run's own branch, whichever the conversation shows meanwhile."""
+        branch = self.run.branch  # read with the lease
+        if branch is None or branch.conversation_id != self.conversation.pk:
+            branch = selectors.branch_get(
+                conversation=self.conversation, branch_id=self.run.branch_id
+            )
+        return branch
+
+    # --- the loop's sink ------------------------------------------------------------
+
+    def model_input(self) -> list[context.ChatMessage]:
+        return selectors.conversation_model_input(
+            conversation=self.conversation, branch=self.branch
+        )
+
+    def replied(self) -> Position:
+        run = self.run
+        # A run's replies are stored with their iteration counted, in one transaction:
+        # before its first reply there is nothing to look for.
+        assistant = (
+            Message.objects.filter(run=run, role=Message.Role.ASSISTANT).order_by("-seq").first()
+            if run.iterations
+            else None
+        )
+        if assistant is None:
+            return Position(iterations=run.iterations, calls=None, answered=frozenset())
+        answered = frozenset(
+            Message.objects.filter(
+                run=run, role=Message.Role.TOOL, seq__gt=assistant.seq
+            ).values_list("tool_call_id", flat=True)
+            if assistant.tool_calls
+            else ()
+        )
+        return Position(iterations=run.iterations, calls=assistant.tool_calls, answered=answered)
+
+    def atomic(self) -> contextlib.AbstractContextManager[Any]:
+        return transaction.atomic()
+
+    def after_commit(self, action: Callable[[], object]) -> None:
+        transaction.on_commit(action)
+
+    def message_keep(self, message: NewMessage) -> dict[str, Any]:
+        stored = message_append(
+            conversation=self.conversation, branch_id=self.branch.pk, message=message
+        )
+        return stored_payload(stored, self.branch, branch_count=self.conversation.branch_count)
+
+    def tool_result_keep(self, message: NewMessage) -> tuple[str, str]:
+        with transaction.atomic():
+            if not self.lease.update(lease_expires_at=self.lease.until()):
+                raise LeaseLost
+            stored = message_append(
+                conversation=self.conversation, branch_id=self.run.branch_id, message=message
+            )
+        return str(stored.id), stored.content
+
+    def run_advance(
+        self, *, status: str | None, error: dict[str, str] | None = None, **fields: Any
+    ) -> None:
+        if status is None:
+            step_hand_over(self, **fields)
+        else:
+            step_finish(self, status, error=error, **fields)
+
+    @contextlib.contextmanager
+    def tool_running(self) -> Iterator[Callable[[], None] | None]:
+        self.lease.renew()
+        with turns.given_back():
+            release_connection()  # the tool may run for long; renewals reconnect
+            yield self.lease.keepalive
+            release_connection()  # before waiting for the turn again
 
 
 def step_hand_over(step: Step, **fields: Any) -> None:

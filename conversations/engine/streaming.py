@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
-from conversations.background_loop import loop_run, process_loop
+from conversations.background_loop import process_loop
 from conversations.engine import eventlog
 from conversations.engine.cancel import cancel_requests_follow
 from conversations.engine.llm.base import (
@@ -71,6 +71,7 @@ class ReplyStream:
         writer: eventlog.EventWriter,
         message_id: str,
         generation: GenerationSettings | None = None,
+        follow_stops: bool = True,
     ) -> None:
         self.provider = provider
         self.model, self.messages, self.tools = model, messages, tools
@@ -78,6 +79,9 @@ class ReplyStream:
         self.generation = generation or GenerationSettings.effective()
         self.writer = writer
         self.message_id = message_id
+        # A stored run's reply ends at a stop request; a run kept nowhere has no id a
+        # client could name to stop it.
+        self._follow_stops = follow_stops
         self._future: concurrent.futures.Future[StreamResult] | None = None
         self._task: asyncio.Task[StreamResult] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -135,8 +139,9 @@ class ReplyStream:
         stream = self.provider.stream(
             model=self.model, messages=self.messages, tools=self.tools, generation=self.generation
         )
-        live = _live_replies()
-        live.add(self)
+        live = _live_replies() if self._follow_stops else None
+        if live is not None:
+            live.add(self)
         try:
             async for raw in stream:
                 event = storable_event(raw)
@@ -168,7 +173,8 @@ class ReplyStream:
             result.stopped = True
         finally:
             self._cancellable = False
-            live.discard(self)
+            if live is not None:
+                live.discard(self)
             flusher.cancel()
             # Closing the generator closes the upstream response now, not at collection.
             with contextlib.suppress(Exception):
@@ -246,24 +252,3 @@ async def _flush_when_stalled(writer: eventlog.EventWriter) -> None:
         if age is not None and age >= window:
             with contextlib.suppress(Exception):  # the stream's own writes report failures
                 await writer.aflush()
-
-
-def stream_collect(
-    provider: Provider,
-    *,
-    model: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
-    generation: GenerationSettings | None = None,
-) -> StreamAccumulator:
-    """A whole model call, collected without publishing events (stateless chat)."""
-    generation = generation or GenerationSettings.effective()
-
-    async def collect() -> StreamAccumulator:
-        reply = StreamAccumulator()
-        stream = provider.stream(model=model, messages=messages, tools=tools, generation=generation)
-        async for event in stream:
-            reply.add(storable_event(event))
-        return reply
-
-    return loop_run(collect())

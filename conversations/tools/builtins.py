@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field
 
-from conversations import selectors, services
+from conversations import selectors, services, validation
 from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
 from conversations.event_types import DRAFT_UPDATED
 from conversations.tools.registry import ToolContext, ToolError, tool
@@ -225,6 +225,8 @@ def update_draft(
     """
     done = f"Draft updated ({len(draft)} characters)."
     conversation = context.conversation
+    if not context.stored:
+        return _draft_replace_unsaved(context, draft) or done
     if context.is_resume:
         conversation.refresh_from_db(fields=["draft", "draft_call_id"])
         # One column is exact: a run executes its calls in order and resumes a call only
@@ -250,6 +252,19 @@ def update_draft(
         return "The draft already had this text; nothing changed."
     context.emit(DRAFT_UPDATED, {"draft": draft})
     return done
+
+
+def _draft_replace_unsaved(context: ToolContext, draft: str) -> str | None:
+    """update_draft on a conversation kept nowhere: the same checks, the text replaced in
+    memory. A message when nothing changed."""
+    problems = validation.draft_problems(draft)
+    if problems:
+        raise ToolError("; ".join(_problem_text(p) for p in problems))
+    if context.conversation.draft == draft:
+        return "The draft already had this text; nothing changed."
+    context.conversation.draft = draft
+    context.emit(DRAFT_UPDATED, {"draft": draft})
+    return None
 
 
 def _edited_meanwhile(users_draft: str) -> str:

@@ -54,6 +54,10 @@ class ToolContext:
     # read its input (Run.draft_edits_seen): a user edit made after that moment is one the
     # model has not seen, and `update_draft` must not write over it. None: unknown.
     draft_edits_seen: int | None = None
+    # False for a reply kept nowhere (stateless chat, a response with `store: false`):
+    # `conversation` is then unsaved, and what a tool changes on it lasts as long as the
+    # request (a stateless state carries the draft on).
+    stored: bool = True
 
 
 @dataclass(frozen=True)

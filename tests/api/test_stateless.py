@@ -53,7 +53,7 @@ def owner_id() -> int:
 
 
 def history(state: str, provider_name: str = "echo") -> list[tuple[str, str]]:
-    decoded = stateless.state_decode(state, provider=provider_name, user_id=owner_id())
+    decoded = stateless.state_decode(state, provider=provider_name, user_id=owner_id()).messages
     return [(m["role"], m["content"]) for m in decoded]
 
 

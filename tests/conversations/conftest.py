@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from conversations.background_loop import loop_run
-from conversations.engine import dispatch, runner, stateless
+from conversations.engine import dispatch, responses, runner, stateless
 from conversations.engine.llm.openai_provider import OpenAIProvider
 from tests.fake_openai import FakeOpenAI
 
@@ -24,5 +24,6 @@ def upstream(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterat
     provider = OpenAIProvider(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
     monkeypatch.setattr(runner, "provider_get", lambda: provider)
     monkeypatch.setattr(stateless, "provider_get", lambda: provider)
+    monkeypatch.setattr(responses, "provider_get", lambda: provider)
     yield fake_openai
     loop_run(provider.aclose())  # its connections live on the worker's streaming loop

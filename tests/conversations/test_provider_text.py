@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from conversations import engine
+from conversations.context import HistoryMessage
 from conversations.engine import dispatch, eventlog, runner
 from conversations.engine.llm.base import (
     Finished,
@@ -20,8 +21,9 @@ from conversations.engine.llm.base import (
     ToolCallStarted,
     UsageReported,
 )
-from conversations.engine.streaming import stream_collect
+from conversations.engine.unstored import UnstoredRun, unstored_run, unstored_run_go
 from conversations.models import Conversation, Run
+from conversations.tools import tool_default_names
 from conversations.validation import TOOL_CALL_ID_MAX, unstorable_reason
 from tests.steps import step_run
 
@@ -154,9 +156,11 @@ def test_a_provider_error_quoting_unstorable_text_fails_the_run_cleanly(
     assert_storable(eventlog.events_all(str(run.id)))
 
 
-def test_a_collected_reply_is_repaired_too():
-    reply = stream_collect(HostileProvider(), model="m", messages=[], tools=[])
+def test_a_reply_kept_nowhere_is_repaired_too(owner):
+    run, scratch = unstored_run(owner=owner, model="m", tools=tool_default_names())
+    sink = UnstoredRun(run=run, conversation=scratch, before=[HistoryMessage("user", "Hi")])
+    unstored_run_go(sink, provider=HostileProvider(), label="test")
 
-    assert reply.text == "lone \ufffd and NUL \ufffd "
-    assert_storable([reply.text, reply.tool_calls, reply.usage, reply.finish_reason])
-    assert json.dumps(reply.tool_calls, ensure_ascii=False).encode("utf-8")
+    assert sink.kept[0]["content"] == "lone \ufffd and NUL \ufffd "
+    assert_storable([sink.kept, sink.events, run.usage, scratch.draft])
+    assert json.dumps(sink.kept, ensure_ascii=False).encode("utf-8")

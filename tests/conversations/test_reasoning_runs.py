@@ -174,6 +174,6 @@ def test_stateless_chat_answers_a_reasoning_model_without_its_thoughts(owner, up
     )
 
     assert (first.reply, first.status) == ("".join(ANSWER), "completed")
-    history = stateless.state_decode(first.state, provider="openai", user_id=owner.pk)
+    history = stateless.state_decode(first.state, provider="openai", user_id=owner.pk).messages
     assert "greets me" not in json.dumps(history)
     assert "greets me" not in json.dumps(upstream.requests[1].messages)

@@ -101,7 +101,7 @@ def test_storing_the_reply_ends_the_run_with_one_update_under_the_lease(
     conversation, redis_url, enqueued, at_once, monkeypatch
 ):
     run = start(conversation)
-    store = model_call._reply_store
+    store = model_call.reply_settle
     captured: list[dict[str, Any]] = []
 
     def counted(*args: Any, **kwargs: Any) -> None:
@@ -109,7 +109,7 @@ def test_storing_the_reply_ends_the_run_with_one_update_under_the_lease(
             store(*args, **kwargs)
         captured.extend(queries.captured_queries)
 
-    monkeypatch.setattr(model_call, "_reply_store", counted)
+    monkeypatch.setattr(model_call, "reply_settle", counted)
     step_run(str(run.id))
 
     runs = [query["sql"] for query in captured if "conversations_run" in query["sql"]]

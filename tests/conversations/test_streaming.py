@@ -11,7 +11,7 @@ import redis
 
 from conversations.engine import streaming
 from conversations.engine.cancel import cancel_flag_raise, cancel_subscriber_name
-from conversations.engine.eventlog import EventWriter, events_all, message_texts
+from conversations.engine.eventlog import EventRecorder, EventWriter, events_all, message_texts
 from conversations.engine.llm.base import Finished, ProviderError, StreamEvent, TextDelta
 from tests.waiting import wait_until
 
@@ -250,10 +250,22 @@ def test_the_stop_subscription_comes_back_after_its_connection_drops(run_id, red
     assert result.stopped
 
 
-def test_stream_collect_reads_a_whole_reply_without_a_log():
-    reply = streaming.stream_collect(
-        PacedProvider(["Hi", " there"]), model="m", messages=[], tools=[]
+def test_a_reply_streams_into_a_recorder_without_a_log():
+    recorder = EventRecorder(uuid.uuid4())
+    stream = streaming.ReplyStream(
+        provider=PacedProvider(["Hi", " there"]),
+        model="m",
+        messages=[],
+        tools=[],
+        writer=recorder,
+        message_id="m1",
+        follow_stops=False,
     )
+    result = stream.start().future.result(timeout=5)
 
-    assert reply.text == "Hi there"
-    assert reply.finish_reason == "stop"
+    assert result.reply.text == "Hi there"
+    assert result.reply.finish_reason == "stop"
+    assert message_texts(recorder.events) == {"m1": "Hi there"}
+    assert [event["sequence_number"] for event in recorder.events] == list(
+        range(len(recorder.events))
+    )

@@ -167,7 +167,9 @@ class StatelessChatView(ApiView):
             "reply": result.reply,
             "state": result.state,
             "status": result.status,
+            "draft": result.draft,
             "usage": result.usage,
+            "error": result.error,
         }
         if result.state_reset:
             body["state_reset"] = {

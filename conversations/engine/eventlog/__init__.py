@@ -39,7 +39,7 @@ from conversations.engine.eventlog.reader import (
     message_texts,
     with_heartbeats,
 )
-from conversations.engine.eventlog.writer import EventWriter
+from conversations.engine.eventlog.writer import EventRecorder, EventWriter
 from conversations.event_types import (
     DRAFT_UPDATED,
     EVENT_TYPES,
@@ -81,6 +81,7 @@ __all__ = [
     "TOOL_RESULT_COMPLETED",
     "Event",
     "EventLogConflict",
+    "EventRecorder",
     "EventWriter",
     "RunId",
     "aevent_log_ended_by",

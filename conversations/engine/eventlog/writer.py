@@ -68,7 +68,7 @@ class EventWriter:
         self.key = stream_key(run_id)
         self.next_sequence = next_sequence
         self.writes = 0  # write round trips to Redis, for the benchmarks
-        self._client = client if client is not None else redis_client()
+        self._given_client = client
         self._alock: asyncio.Lock | None = None
         conf = settings
         self.window = (conf.PARLEY_EVENT_COALESCE_MS if coalesce_ms is None else coalesce_ms) / 1000
@@ -86,6 +86,13 @@ class EventWriter:
         # come (set by the runner): the first message.delta written is its time to first
         # token.
         self.first_token_since: float | None = None
+
+    @property
+    def _client(self) -> redis.Redis:
+        # Resolved at first write: a recorder (below) never talks to Redis.
+        if self._given_client is None:
+            self._given_client = redis_client()
+        return self._given_client
 
     @classmethod
     def open(
@@ -291,6 +298,25 @@ class EventWriter:
             sequence = entry_sequence(entry_id)
             message = f"run {self.run_id}: another writer holds sequence {sequence}"
             raise EventLogConflict(message) from error
+
+
+class EventRecorder(EventWriter):
+    """A run's events kept in a list instead of a log: numbered, checked and coalesced
+    exactly as the log's writer does it, for a run that keeps nothing (stateless chat, a
+    response with `store: false`), so its events are the ones a stored run would have."""
+
+    def __init__(self, run_id: RunId) -> None:
+        super().__init__(run_id)
+        self.events: list[dict[str, Any]] = []
+
+    def _append(self, type: str, payload: Mapping[str, Any]) -> int:
+        sequence, _, data, _ = self._entry(type, payload)
+        self.events.append(json.loads(data))
+        self.next_sequence = sequence + 1
+        return sequence
+
+    async def _awrite(self, type: str, payload: Mapping[str, Any]) -> int:
+        return self._append(type, payload)
 
 
 def _stale(error: redis.ResponseError) -> bool:

@@ -1,0 +1,358 @@
+"""The one model-and-tools loop.
+
+Every reply, wherever it is kept, goes round the same loop: call the model; if it asked
+for tools, run them and call it again; stop when it answers without tools, asks only for
+the client's own tools, is cut at its token limit, is stopped, fails, or reaches the most
+rounds a reply may take (PARLEY_RUN_MAX_ITERATIONS, read here only). What differs between
+a stored run, stateless chat and a response with `store: false` is where the loop writes:
+a `RunSink` (engine/step.py: the database under the run's lease, and the run's event log;
+engine/unstored.py: a history in memory and a list of events).
+
+A stored run goes round one step per Celery task (engine/runner.py), its model calls
+streamed holding no worker thread (engine/model_call.py); a run kept nowhere goes round
+in the calling thread (`loop_run_inline`). Both decide with `loop_next`, call the model
+as `model_request` says, settle the reply with `reply_settle` and run tools with
+`tools_run`, so they word the same limits, emit the same events and run every tool.
+"""
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from conversations import context, metrics
+from conversations.engine import eventlog, streaming
+from conversations.engine.lease import Lease
+from conversations.engine.llm.base import GenerationSettings, Provider, usage_added
+from conversations.engine.model_input_log import model_input_log
+from conversations.engine.run_errors import cut_short_error, iterations_error
+from conversations.models import Conversation, Message, Run
+from conversations.services import NewMessage
+from conversations.tools import ToolContext, ToolResult, tool_definitions, tool_execute
+
+ToolCall = dict[str, str]
+
+
+class RunSink(Protocol):
+    """Where a run's loop reads what it kept and writes what happens."""
+
+    @property
+    def run(self) -> Run: ...
+
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation the tools act on: stored, or an unsaved one holding the tools
+        enabled and the draft of a reply kept nowhere."""
+        ...
+
+    @property
+    def writer(self) -> eventlog.EventWriter:
+        """The run's events: its log, or a recorder."""
+        ...
+
+    @property
+    def stored(self) -> bool:
+        """Whether what the run does is kept (a stored run) or lives only as long as the
+        request (stateless chat, a response with `store: false`)."""
+        ...
+
+    def model_input(self) -> list[context.ChatMessage]:
+        """The history and trailing context for the next model call (no instructions)."""
+        ...
+
+    def replied(self) -> "Position":
+        """Where the run stands, from what it kept."""
+        ...
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        """A unit of writes that all happen or none do."""
+        ...
+
+    def after_commit(self, action: Callable[[], object]) -> None:
+        """Run `action` once the current unit of writes is kept."""
+        ...
+
+    def message_keep(self, message: NewMessage) -> dict[str, Any]:
+        """Keep a reply (inside `atomic`); its payload as clients see messages."""
+        ...
+
+    def tool_result_keep(self, message: NewMessage) -> tuple[str, str]:
+        """Keep a tool's result the moment it exists: the kept message's id and text."""
+        ...
+
+    def run_advance(
+        self, *, status: str | None, error: dict[str, str] | None = None, **fields: Any
+    ) -> None:
+        """End the run with `status`, or (None) let its next round begin; `fields` are
+        written with it."""
+        ...
+
+    def cancel_requested(self) -> bool: ...
+
+    def tool_running(self) -> AbstractContextManager[Callable[[], None] | None]:
+        """Around one tool call: yields the keep-alive to call while it runs, if any."""
+        ...
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a run stands: its model calls so far, the tool calls of its last reply (None
+    before its first), and which of those have a result kept."""
+
+    iterations: int
+    calls: list[ToolCall] | None
+    answered: frozenset[str]
+
+
+@dataclass(frozen=True)
+class End:
+    status: str
+    error: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class RunTools:
+    calls: list[ToolCall]
+
+
+class CallModel:
+    """The next round is a model call."""
+
+
+Action = End | RunTools | CallModel
+
+
+def client_tool_called(run: Run, call: ToolCall) -> bool:
+    """Whether `call` asks for one of the run's client-declared function tools, which the
+    client answers in its next request and the server never runs."""
+    return any(tool["function"]["name"] == call["name"] for tool in run.client_tools)
+
+
+def loop_next(run: Run, position: Position) -> Action:
+    """What the run does next, from where it stands."""
+    if position.calls is not None:
+        if not position.calls:
+            return End(Run.Status.COMPLETED)  # answered without tools
+        pending = [call for call in position.calls if call["id"] not in position.answered]
+        server = [call for call in pending if not client_tool_called(run, call)]
+        if server:
+            return RunTools(server)
+        if pending:
+            return End(Run.Status.COMPLETED)  # only the client's own calls are left
+    if position.iterations >= settings.PARLEY_RUN_MAX_ITERATIONS:
+        return End(Run.Status.INCOMPLETE, iterations_error(position.iterations))
+    return CallModel()
+
+
+# --- a model call ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    message_id: uuid.UUID
+    model: str
+    messages: list[context.ChatMessage]
+    tools: list[dict[str, Any]]
+    generation: GenerationSettings
+    # The conversation's draft edits the model has seen (Run.draft_edits_seen).
+    edits_seen: int
+
+
+def model_request(sink: RunSink, *, label: str) -> ModelRequest:
+    """The next model call's input, logged, and its reply announced (`message.created`)."""
+    run, conversation = sink.run, sink.conversation
+    # The same id on every attempt of this round: a retry restarts the same message.
+    message_id = uuid.uuid5(run.id, f"assistant-{run.iterations + 1}")
+    messages = sink.model_input()
+    if run.instructions:
+        # A response's instructions: the preamble of this run's calls, kept nowhere else.
+        messages = [context.system_message(run.instructions), *messages]
+    generation = GenerationSettings.effective(
+        temperature=conversation.temperature,
+        max_output_tokens=conversation.max_output_tokens,
+        overrides=run.generation,
+    )
+    model_input_log(label, model=run.model, messages=messages, generation=generation)
+    sink.writer.emit(
+        eventlog.MESSAGE_CREATED, message_id=str(message_id), role="assistant", attempt=run.attempt
+    )
+    return ModelRequest(
+        message_id=message_id,
+        model=run.model,
+        messages=messages,
+        # The client's own function tools go with the server's; calls to them end the run.
+        tools=[*tool_definitions(conversation.tools), *run.client_tools],
+        generation=generation,
+        # Read with the model input: the user's edits up to here are ones the model knows
+        # of, and a later edit wins over an update_draft this reply may ask for.
+        edits_seen=conversation.draft_edit_count,
+    )
+
+
+def reply_stream(
+    sink: RunSink, request: ModelRequest, *, provider: Provider, follow_stops: bool = True
+) -> streaming.ReplyStream:
+    """The model call of `request`, to be started on the streaming loop."""
+    return streaming.ReplyStream(
+        provider=provider,
+        model=request.model,
+        messages=request.messages,
+        tools=request.tools,
+        writer=sink.writer,
+        message_id=str(request.message_id),
+        generation=request.generation,
+        follow_stops=follow_stops,
+    )
+
+
+def reply_settle(sink: RunSink, request: ModelRequest, result: streaming.StreamResult) -> None:
+    """Keep what the model said and decide how the run goes on, in one unit of writes."""
+    run = sink.run
+    if result.error is not None:
+        metrics.provider_error(result.error.code)
+        with sink.atomic():
+            code, message = result.error.code, result.error.message
+            sink.run_advance(status=Run.Status.FAILED, error={"code": code, "message": message})
+        return
+    reply, stopped = result.reply, result.stopped
+    # Cut at its token limit: what it said is kept, but a tool call it was writing may be
+    # cut mid-arguments, so none is run, and the run ends incomplete.
+    cut_short = not stopped and reply.finish_reason == "length"
+    calls = [] if stopped or cut_short else reply.tool_calls
+    for call in calls:
+        sink.writer.emit(
+            eventlog.TOOL_CALL_COMPLETED,
+            call_id=call["id"],
+            name=call["name"],
+            arguments=call["arguments"],
+        )
+    end: End | None = None
+    if stopped:
+        end = End(Run.Status.CANCELLED)
+    elif cut_short:
+        end = End(Run.Status.INCOMPLETE, cut_short_error(request.generation.max_output_tokens))
+    elif not calls or all(client_tool_called(run, call) for call in calls):
+        end = End(Run.Status.COMPLETED)
+    counted: dict[str, Any] = {
+        "iterations": run.iterations + 1,
+        "usage": usage_added(run.usage, reply.usage),
+        "draft_edits_seen": request.edits_seen,
+        "attempt": 0,
+    }
+    with sink.atomic():
+        # A reply stopped (or cut short) while the model was still thinking is kept too:
+        # the user watched those thoughts, and a reload must not lose them.
+        if reply.text or calls or reply.reasoning:
+            kept = sink.message_keep(
+                NewMessage(
+                    id=request.message_id,
+                    role=Message.Role.ASSISTANT,
+                    content=reply.text,
+                    tool_calls=calls,
+                    run_id=run.id,
+                    usage=reply.usage,
+                    # The server's own fields with the reply, and why it ended.
+                    provider_payload=reply.provider_payload(
+                        "cancelled" if stopped else reply.finish_reason
+                    ),
+                    reasoning=reply.reasoning,
+                    reasoning_ms=reply.reasoning_ms,
+                )
+            )
+            sink.after_commit(lambda: sink.writer.emit(eventlog.MESSAGE_COMPLETED, message=kept))
+        # Written last: a stored run's update also proves the lease is still ours, and
+        # rolls everything back when it is not.
+        if end is None:
+            sink.run_advance(status=None, **counted)
+        else:
+            sink.run_advance(status=end.status, error=end.error, **counted)
+
+
+# --- tools -----------------------------------------------------------------------------
+
+
+def tools_run(sink: RunSink, calls: list[ToolCall]) -> None:
+    """Run the reply's pending tool calls in order, keeping each result as soon as it
+    exists (a crash after it never runs that call again), then hand the run on."""
+    run, conversation = sink.run, sink.conversation
+
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        sink.writer.emit(kind, **payload)
+
+    for call in calls:
+        if sink.cancel_requested():
+            with sink.atomic():
+                sink.run_advance(status=Run.Status.CANCELLED)
+            return
+        tool_context = ToolContext(
+            call_id=call["id"],
+            # An earlier attempt of this round may have started this call before dying.
+            is_resume=run.attempt > 1,
+            conversation=conversation,
+            user=conversation.owner,
+            emit=emit,
+            # Kept with the tool calls by the model call that asked for them.
+            draft_edits_seen=run.draft_edits_seen,
+            stored=sink.stored,
+        )
+        with sink.tool_running() as keepalive:
+            result = _tool_call(call, tool_context, keepalive=keepalive)
+        message_id, output = sink.tool_result_keep(
+            NewMessage(
+                role=Message.Role.TOOL,
+                content=result.output,
+                tool_call_id=call["id"],
+                name=call["name"],
+                run_id=run.id,
+                provider_payload={"is_error": True} if result.is_error else None,
+            )
+        )
+        sink.writer.emit(
+            eventlog.TOOL_RESULT_COMPLETED,
+            call_id=call["id"],
+            output=output,
+            is_error=result.is_error,
+            # Names the kept result, so a reader can refer to it as kept.
+            message_id=message_id,
+        )
+    with sink.atomic():
+        sink.run_advance(status=None, attempt=0)
+
+
+def _tool_call(
+    call: ToolCall, tool_context: ToolContext, *, keepalive: Callable[[], None] | None
+) -> ToolResult:
+    return tool_execute(
+        name=call["name"],
+        arguments=call["arguments"],
+        context=tool_context,
+        enabled=tool_context.conversation.tools,
+        keepalive=keepalive,
+        keepalive_every=Lease.period(),
+    )
+
+
+# --- a run kept nowhere: the whole loop in this thread ---------------------------------
+
+
+def loop_run_inline(sink: RunSink, *, provider: Provider, label: str) -> None:
+    """Go round the loop until the run ends, in this thread (the model's replies stream on
+    the process's streaming loop meanwhile)."""
+    for action in _actions(sink):
+        if isinstance(action, End):
+            with sink.atomic():
+                sink.run_advance(status=action.status, error=action.error)
+        elif isinstance(action, RunTools):
+            tools_run(sink, action.calls)
+        else:
+            request = model_request(sink, label=label)
+            stream = reply_stream(sink, request, provider=provider, follow_stops=False)
+            reply_settle(sink, request, stream.start().future.result())
+
+
+def _actions(sink: RunSink) -> Iterator[Action]:
+    while sink.run.status in Run.ACTIVE_STATUSES:
+        yield loop_next(sink.run, sink.replied())
