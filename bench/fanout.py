@@ -24,7 +24,7 @@ a row of its own; everything else is measured on the second batch. The memory ba
 taken before the first batch.
 
 To tell where latency comes from, `--probes` runs are also read straight from Redis here
-(events_follow, on the same event loop), and the table shows when the runs were created in
+(run_follow, on the same event loop), and the table shows when the runs were created in
 the database (the spread of Run.created_at, while every message.create left within a few
 ms), and the CPU each process and the whole host used until the last reply ended (clients
 waiting for a run that never starts give up after 60 s of silence). The bench user, its API
@@ -141,8 +141,9 @@ class Client:
 
 
 async def probe(run_id: str, after: int, into: Timed) -> None:
-    async for event in eventlog.events_follow(run_id, after=after):
-        into.append((time.time(), event))
+    async for event in eventlog.run_follow(run_id, after=after):
+        if isinstance(event, dict):
+            into.append((time.time(), event))
 
 
 async def each(

@@ -5,8 +5,9 @@ while a writer in another process appends to every log `--events` deltas at
 `--rate` a second (one XADD after another, as the worker's appends arrive), then ends
 them. Two ways of following, one after the other, alternating `--rounds` times:
 
-- `hub`: `eventlog.events_follow`, which serves every follower of a loop from one
-  blocking XREAD over all the followed logs (conversations/engine/eventlog/hub.py);
+- `hub`: `eventlog.reader.events_follow` (under every door's `run_follow`), which serves
+  every follower of a loop from one blocking XREAD over all the followed logs
+  (conversations/engine/eventlog/hub.py);
 - `own`: each follower blocks in its own XREAD on its log (how followers read before),
   written here with the same cursor.
 
@@ -33,9 +34,13 @@ django_setup("config.settings.local")
 import redis  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from conversations.engine.eventlog import events_follow, stream_key  # noqa: E402
+from conversations.engine.eventlog import stream_key  # noqa: E402
 from conversations.engine.eventlog.connections import async_client  # noqa: E402
-from conversations.engine.eventlog.reader import _Cursor, _xread_entries  # noqa: E402
+from conversations.engine.eventlog.reader import (  # noqa: E402
+    _Cursor,
+    _xread_entries,
+    events_follow,
+)
 
 WRITER = """
 import json, sys, time

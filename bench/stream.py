@@ -6,7 +6,7 @@ after 0.2 s, each chunk's send time logged), a Celery worker (`--pool=threads
 --concurrency=<runs>`, as the Procfile runs it), Redis (REDIS_URL, or an embedded Valkey), the
 database in DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated first. This
 process starts runs with `services.run_start`; a child process follows each run's log with
-`events_follow` on one asyncio loop, as the SSE view does. Per row (PARLEY_EVENT_COALESCE_MS
+`run_follow` on one asyncio loop, as the SSE view does. Per row (PARLEY_EVENT_COALESCE_MS
 given to the worker) one worker is started, warmed up by one unmeasured batch, then
 `--rounds` are timed:
 
@@ -234,8 +234,9 @@ def _readers_main(
 
     async def follow(run_id: str) -> None:
         received: Received = []
-        async for event in eventlog.events_follow(run_id, timeout=FOLLOW_TIMEOUT):
-            received.append((time.time(), event))
+        async for event in eventlog.run_follow(run_id, timeout=FOLLOW_TIMEOUT):
+            if isinstance(event, dict):
+                received.append((time.time(), event))
         results.put((run_id, received))
 
     while (run_id := requests.get()) is not None:

@@ -1,4 +1,5 @@
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,17 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     """A started fake OpenAI-compatible server (see tests/fake_openai.py), stopped after."""
     with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture
+def event_log_redis(redis_url: str, settings: Any) -> Iterator[Any]:
+    """A Redis-protocol server for the run event logs alone, which the test may restart
+    (its data dropped, as a restarted cache-only Redis does); the channel layer, the broker
+    and the caches stay on the session's server."""
+    from tests.e2e.faults import RestartableRedis
+
+    server = RestartableRedis()
+    server.start()
+    settings.REDIS_URL = server.url
+    yield server
+    server.stop()

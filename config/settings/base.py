@@ -73,7 +73,6 @@ TEMPLATES = [
     },
 ]
 
-
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 30,
@@ -285,8 +284,9 @@ PARLEY_JSON_MAX_DEPTH = env_int("PARLEY_JSON_MAX_DEPTH", 64)
 PARLEY_API_MAX_BODY_BYTES = env_int("PARLEY_API_MAX_BODY_BYTES", 1024 * 1024)
 # Search ranks at most this many of the newest matches (bounds the cost of common words).
 PARLEY_SEARCH_CANDIDATES = env_int("PARLEY_SEARCH_CANDIDATES", 1000)
-# How long `POST chat/` waits for the reply before answering 202 with the run.
+# How long `POST chat/` waits before a 202; how often silent streams keep alive, check the caller.
 PARLEY_CHAT_WAIT_SECONDS = env_int("PARLEY_CHAT_WAIT_SECONDS", 60)
+PARLEY_STREAM_KEEPALIVE_SECONDS = env_int("PARLEY_STREAM_KEEPALIVE_SECONDS", 15)
 # Idempotency keys are remembered per user this long; a request still unanswered after
 # PARLEY_IDEMPOTENCY_LOCK_SECONDS (a crashed process) no longer blocks a retry.
 PARLEY_IDEMPOTENCY_TTL_SECONDS = env_int("PARLEY_IDEMPOTENCY_TTL_SECONDS", 24 * 3600)

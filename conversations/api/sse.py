@@ -1,11 +1,15 @@
 """`GET /api/v1/runs/<id>/events/`: a run's events as Server-Sent Events.
 
 An async view: while it waits for the next event it holds no worker thread and no
-database connection, only one Redis connection blocked in XREAD. `id:` is the event's
-sequence number, so a browser's EventSource resumes by itself with Last-Event-ID; the
-response ends after the run's terminal event. A position at or past the terminal event is a
-204, which stops an EventSource reconnecting. A finished run whose log has expired is a 410:
-waiting on it would send keep-alives forever, and a 410 also stops EventSource reconnecting.
+database connection (eventlog.run_follow). `id:` is the event's sequence number, so a
+browser's EventSource resumes by itself with Last-Event-ID; the response ends after the
+run's terminal event. A silence sends a `: keep-alive` comment, and the stream checks then
+that its credential still holds and the run is still there; a Redis restart is ridden
+out. A stream that cannot go on (Redis away too long, the credential ended) just ends:
+EventSource reconnects with Last-Event-ID, and resumes or is refused. A position at or
+past the terminal event is a 204, which stops an EventSource reconnecting. A finished run
+whose log has expired is a 410: waiting on it would send keep-alives forever, and a 410
+also stops EventSource reconnecting.
 """
 
 import contextlib
@@ -14,30 +18,37 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from accounts.selectors import user_for_authorization
+from accounts.selectors import api_key_for_authorization
+from accounts.sockets import SocketCredential
 from config.async_db import db_call
 from conversations import selectors
 from conversations.api.errors import method_not_allowed
 from conversations.engine import eventlog
 from conversations.models import Run
 
-HEARTBEAT_SECONDS = 15.0
-
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
-async def _user(request: HttpRequest) -> Any:
+async def _caller(request: HttpRequest) -> tuple[Any, SocketCredential] | None:
+    """The user and the credential the request came with (an API key, else the session),
+    which the stream follows as a websocket follows its own."""
     header = request.headers.get("Authorization")
     if header:
-        return await db_call(user_for_authorization)(header=header)
+        api_key = await db_call(api_key_for_authorization)(header=header)
+        if api_key is None:
+            return None
+        return api_key.owner, SocketCredential(user_id=api_key.owner_id, api_key_id=api_key.pk)
     user = await request.auser()
-    return user if user.is_authenticated else None
+    if not user.is_authenticated:
+        return None
+    return user, SocketCredential(user_id=user.pk, session_key=request.session.session_key)
 
 
 def _position(raw: str | None) -> int | None:
@@ -62,23 +73,31 @@ def sse_format(event: dict[str, Any]) -> str:
     return f"id: {event['sequence_number']}\nevent: {event['type']}\ndata: {data}\n\n"
 
 
-async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
+async def _stream(
+    run_id: str, after: int | None, credential: SocketCredential
+) -> AsyncIterator[str]:
     # Browsers reconnect after this many milliseconds if the connection drops.
     yield "retry: 2000\n\n"
-    source = eventlog.with_heartbeats(
-        eventlog.events_follow(run_id, after=after), HEARTBEAT_SECONDS
+
+    async def still_allowed() -> bool:
+        return await db_call(selectors.run_followable)(run_id=run_id, credential=credential)
+
+    follower = eventlog.run_follow(
+        run_id,
+        after=after,
+        keepalive=settings.PARLEY_STREAM_KEEPALIVE_SECONDS,
+        still_allowed=still_allowed,
     )
-    async with contextlib.aclosing(source) as beats:
-        async for event in beats:
-            if event is not None:
-                yield sse_format(event)
-            elif await db_call(selectors.run_exists)(run_id=run_id):
+    async with contextlib.aclosing(follower) as items:
+        async for item in items:
+            if isinstance(item, dict):
+                yield sse_format(item)
+            elif item is eventlog.KEEP_ALIVE:
                 # A comment line keeps idle proxies from closing the connection.
                 yield ": keep-alive\n\n"
-            else:
-                # Deleted without its log being ended (deleting a conversation ends it):
-                # the stream ends, and the browser's reconnect gets a 404 and stops.
-                return
+    # Ended before the terminal event (Redis stayed away, the credential ended, the run
+    # was deleted without its end): the browser reconnects with Last-Event-ID, and resumes
+    # or gets the 401/404 that stops it.
 
 
 # Only GET does anything; exempt from CSRF so that a POST with a session cookie gets the
@@ -87,9 +106,10 @@ async def _stream(run_id: str, after: int | None) -> AsyncIterator[str]:
 async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     if request.method not in ("GET", "HEAD"):
         return method_not_allowed(str(request.method), ("GET", "HEAD"))
-    user = await _user(request)
-    if user is None:
+    caller = await _caller(request)
+    if caller is None:
         return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")
+    user, credential = caller
     try:
         run = await db_call(selectors.run_get_for_user)(user=user, run_id=run_id)
     except Run.DoesNotExist:
@@ -109,7 +129,8 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
         # Nothing will ever follow: 204 is the answer that stops an EventSource from
         # reconnecting (it reconnects after every stream that ends, the complete ones too).
         return HttpResponse(status=204)
-    response = StreamingHttpResponse(_stream(str(run.pk), after), content_type="text/event-stream")
+    stream = _stream(str(run.pk), after, credential)
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response

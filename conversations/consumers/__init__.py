@@ -6,11 +6,12 @@ lost its connection reconnects with `?run_id=<id>&after=<n>` to receive exactly 
 after n (no replay from the start, no frame to race). The server sends
 run events (replayed from the run's log, then live, with one cursor), conversation
 notifications for the other tabs, and `error` frames for bad input (the socket stays
-open). A Redis hiccup while following a run is retried from the last event sent, so the
-reply carries on without a gap. A socket follows the credential that opened it: when the
-key is revoked, the user deactivated or the session ended, it closes with 4401
-(accounts.sockets). Business rules live in services and selectors; this class
-only translates.
+open). Runs are followed with eventlog.run_follow: a Redis hiccup is retried from the last
+event sent, so the reply carries on without a gap, and a lasting one ends in a
+`stream_unavailable` error frame naming where to resume. A socket follows the credential
+that opened it: when the key is revoked, the user deactivated or the session ended, it
+closes with 4401 (accounts.sockets). Business rules live in services and selectors; this
+class only translates.
 """
 
 import asyncio
@@ -21,7 +22,6 @@ from typing import Any
 from urllib.parse import parse_qs
 from uuid import UUID
 
-import redis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
@@ -49,9 +49,6 @@ log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
-# Pauses between attempts to follow a run again after Redis failed: about 15 s of trouble
-# (a restart, a failover) is ridden out before the client is told the stream is lost.
-RELAY_RETRY_DELAYS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 EVENTS_EXPIRED_MESSAGE = (
     "This run's events have expired; read the run and the conversation's messages instead."
 )
@@ -205,26 +202,20 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
             self.follower = None
 
     async def _relay(self, run_id: str, after: int | None) -> None:
-        failures = 0  # in a row, without an event sent in between
-        while True:
-            try:
-                async for event in eventlog.events_follow(run_id, after=after):
-                    await self.send_json(event)
-                    # Where a retry picks up: the same cursor, so no gap and no duplicate.
-                    after, failures = event["sequence_number"], 0
-                return
-            except asyncio.CancelledError:
-                raise
-            except (redis.RedisError, OSError):
-                if failures == len(RELAY_RETRY_DELAYS):
-                    log.exception("relaying run %s failed; giving up", run_id)
-                    break
-                delay, failures = RELAY_RETRY_DELAYS[failures], failures + 1
-                log.warning("relaying run %s: Redis failed, retrying in %ss", run_id, delay)
-                await asyncio.sleep(delay)
-            except Exception:
-                log.exception("relaying run %s failed", run_id)
-                break
+        try:
+            # Closed at once when the socket stops following, leaving the shared read.
+            async with contextlib.aclosing(eventlog.run_follow(run_id, after=after)) as items:
+                async for item in items:
+                    if isinstance(item, eventlog.StreamLost):
+                        after = item.after
+                        break
+                    if isinstance(item, dict):  # no keep-alives asked: Daphne pings sockets
+                        await self.send_json(item)
+                        after = item["sequence_number"]
+                else:
+                    return
+        except Exception:
+            log.exception("relaying run %s failed", run_id)
         await self.send_json(
             {
                 "type": "error",

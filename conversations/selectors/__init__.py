@@ -25,7 +25,7 @@ from conversations.selectors.conversations import (
     message_page,
     message_rows_page,
     run_active,
-    run_exists,
+    run_followable,
     run_get,
     run_get_for_user,
 )
@@ -85,7 +85,7 @@ __all__ = [
     "path_messages",
     "path_rows",
     "run_active",
-    "run_exists",
+    "run_followable",
     "run_get",
     "run_get_for_user",
     "runs_active_counts",

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from accounts.models import User
+from accounts.sockets import SocketCredential, socket_credential_valid
 from conversations import context
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
@@ -177,5 +178,10 @@ def run_get_for_user(*, user: User, run_id: UUID | str) -> Run:
     return Run.objects.select_related("conversation").get(pk=key, conversation__owner=user)
 
 
-def run_exists(*, run_id: UUID | str) -> bool:
-    return Run.objects.filter(pk=run_id).exists()
+def run_followable(*, run_id: UUID | str, credential: SocketCredential) -> bool:
+    """Whether the holder of `credential` may still follow the run's events: the
+    credential holds (accounts.sockets: the key unrevoked, the session live, the user
+    active) and the run is still one of the user's (deleting its conversation deletes it)."""
+    if not socket_credential_valid(credential=credential):
+        return False
+    return Run.objects.filter(pk=run_id, conversation__owner_id=credential.user_id).exists()

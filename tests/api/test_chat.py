@@ -114,7 +114,7 @@ def test_no_database_connection_is_held_while_waiting(api, monkeypatch, settings
     settings.PARLEY_CHAT_WAIT_SECONDS = 1
     monkeypatch.setattr(dispatch, "step_enqueue", lambda run_id: None)
     seen = {}
-    real_follow = eventlog.events_follow
+    real_follow = eventlog.run_follow
 
     async def follow(run_id, **kwargs):
         # Looked at from the request's own database thread, where its connection lives.
@@ -122,7 +122,7 @@ def test_no_database_connection_is_held_while_waiting(api, monkeypatch, settings
         async for event in real_follow(run_id, **kwargs):
             yield event
 
-    monkeypatch.setattr(chat_views.eventlog, "events_follow", follow)
+    monkeypatch.setattr(chat_views.eventlog, "run_follow", follow)
     assert api.post("/api/v1/chat/", {"message": "Hi"}, format="json").status_code == 202
     assert seen == {"open": False}
 

@@ -13,8 +13,9 @@ from django.test import Client
 
 from accounts import services as account_services
 from accounts.websocket import origin_allowed
-from conversations import consumers, services
+from conversations import services
 from conversations.engine import eventlog
+from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Conversation, Run
 from conversations.serializers import run_payload
 
@@ -438,9 +439,9 @@ async def test_an_ended_run_whose_log_expired_says_so_instead_of_waiting(convers
 
 
 def flaky_follow(*, sends: list[int]) -> tuple[Any, list[int | None]]:
-    """events_follow whose Redis connection drops after `sends[i]` events on call i (calls
-    past the list work); returns it and the `after` of every call."""
-    real, calls = eventlog.events_follow, []
+    """The follower's read, whose Redis connection drops after `sends[i]` events on call i
+    (calls past the list work); returns it and the `after` of every call."""
+    real, calls = follow_module.events_follow, []
 
     async def follow(run_id: str, *, after: int | None = None, **options: Any) -> Any:
         calls.append(after)
@@ -462,8 +463,8 @@ async def test_a_redis_failure_while_following_is_retried_without_gap_or_duplica
     run = await sync_to_async(run_create)(conversation, status="completed")
     log = await sync_to_async(write_log)(run, finished=True)
     follow, calls = flaky_follow(sends=[2, 2])
-    monkeypatch.setattr(eventlog, "events_follow", follow)
-    monkeypatch.setattr(consumers, "RELAY_RETRY_DELAYS", (0.01,))
+    monkeypatch.setattr(follow_module, "events_follow", follow)
+    monkeypatch.setattr(follow_module, "RETRY_DELAYS", (0.01,))
     ws = await connect_as(owner, conversation.pk)
 
     await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk)})
@@ -479,8 +480,8 @@ async def test_a_lasting_redis_failure_tells_the_client_where_to_resume(
     run = await sync_to_async(run_create)(conversation, status="completed")
     log = await sync_to_async(write_log)(run, finished=True)
     follow, calls = flaky_follow(sends=[3, 0, 0, 0])
-    monkeypatch.setattr(eventlog, "events_follow", follow)
-    monkeypatch.setattr(consumers, "RELAY_RETRY_DELAYS", (0.01, 0.01))
+    monkeypatch.setattr(follow_module, "events_follow", follow)
+    monkeypatch.setattr(follow_module, "RETRY_DELAYS", (0.01, 0.01))
     ws = await connect_as(owner, conversation.pk)
 
     await ws.send_json_to({"type": "subscribe", "run_id": str(run.pk)})
@@ -492,6 +493,32 @@ async def test_a_lasting_redis_failure_tells_the_client_where_to_resume(
     assert calls == [None, 2, 2]  # the first try and two retries, then it gave up
     await ws.send_json_to({"type": "ping"})
     assert await ws.receive_json_from() == {"type": "pong"}
+    await ws.disconnect()
+
+
+async def test_a_real_redis_restart_mid_reply_is_ridden_out(
+    conversation, owner, event_log_redis, monkeypatch
+):
+    """The event log's server restarts (its data gone) while a reply streams: the socket
+    carries on from the last event it sent and gets what the worker writes next, once."""
+    monkeypatch.setattr(follow_module, "RETRY_DELAYS", (0.1, 0.2, 0.4, 0.8, 1.6, 3.2))
+    run = await sync_to_async(run_create)(conversation, status="in_progress")
+    log = await sync_to_async(write_log)(run, finished=False)
+    ws = await connect_as(owner, conversation.pk)
+    replay = [await ws.receive_json_from(timeout=5) for _ in log]
+    assert replay == log
+
+    await asyncio.to_thread(event_log_redis.restart, down_seconds=1)
+
+    def write_on() -> None:
+        writer = eventlog.EventWriter(str(run.pk), next_sequence=len(log), coalesce_ms=0)
+        writer.message_delta("m1", " there was a restart.")
+        writer.emit("run.completed", run=run_payload(run))
+
+    await sync_to_async(write_on)()
+    rest = await receive_until(ws, "run.completed", timeout=20)
+    assert [frame["sequence_number"] for frame in replay + rest] == list(range(len(log) + 2))
+    assert eventlog.message_texts(replay + rest) == {"m1": "Once upon a time there was a restart."}
     await ws.disconnect()
 
 

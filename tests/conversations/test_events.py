@@ -27,11 +27,10 @@ from conversations.engine.eventlog import (
     event_log_ensure_terminal,
     event_log_last,
     events_all,
-    events_follow,
-    events_read,
     message_texts,
     stream_key,
 )
+from conversations.engine.eventlog.reader import events_follow, events_read
 
 HOUR_MS = 3_600_000
 

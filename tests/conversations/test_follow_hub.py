@@ -15,9 +15,9 @@ from conversations.engine.eventlog import (
     RUN_CREATED,
     EventWriter,
     events_all,
-    events_follow,
 )
 from conversations.engine.eventlog import hub as hub_module
+from conversations.engine.eventlog.reader import events_follow
 
 
 def sequences(events: list[dict[str, Any]]) -> list[int]:

@@ -109,3 +109,30 @@ def test_page_size_is_capped(conversation):
         messages=[services.NewMessage(role="user", content=str(i)) for i in range(250)],
     )
     assert len(selectors.message_page(conversation=conversation, limit=10_000).items) == 200
+
+
+@pytest.mark.django_db
+def test_a_run_is_followable_while_its_owners_credential_holds_and_it_exists(
+    conversation, owner, outsider
+):
+    from accounts import services as account_services
+    from accounts.sockets import SocketCredential
+    from conversations.models import Run
+
+    run = Run.objects.create(conversation=conversation, status="in_progress")
+    key, _ = account_services.api_key_create(owner=owner, name="k")
+    theirs, _ = account_services.api_key_create(owner=outsider, name="k")
+    mine = SocketCredential(user_id=owner.pk, api_key_id=key.pk)
+
+    assert selectors.run_followable(run_id=run.pk, credential=mine)
+    # Another user's live key follows nothing of this user's.
+    other = SocketCredential(user_id=outsider.pk, api_key_id=theirs.pk)
+    assert not selectors.run_followable(run_id=run.pk, credential=other)
+    account_services.api_key_revoke(api_key=key)
+    assert not selectors.run_followable(run_id=run.pk, credential=mine)
+    fresh, _ = account_services.api_key_create(owner=owner, name="fresh")
+    again = SocketCredential(user_id=owner.pk, api_key_id=fresh.pk)
+    assert selectors.run_followable(run_id=run.pk, credential=again)
+    run_id = run.pk
+    run.delete()
+    assert not selectors.run_followable(run_id=run_id, credential=again)

@@ -13,7 +13,7 @@ from django.test import AsyncClient
 
 from accounts import services as account_services
 from conversations.engine import eventlog
-from conversations.engine.eventlog import with_heartbeats
+from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Run
 from conversations.serializers import run_payload
 
@@ -225,29 +225,6 @@ async def test_the_stream_is_served_asynchronously(conversation, owner):
     assert await sse_events(response) == log
 
 
-async def test_heartbeats_fill_a_silence_then_the_item_comes_and_the_stream_ends():
-    async def slow_source() -> AsyncIterator[dict[str, Any]]:
-        await asyncio.sleep(0.25)
-        yield {"type": "run.completed"}
-
-    got = [item async for item in with_heartbeats(slow_source(), interval=0.05)]
-
-    assert got[-1] == {"type": "run.completed"}
-    heartbeats = got[:-1]
-    assert len(heartbeats) >= 2
-    assert all(beat is None for beat in heartbeats)
-
-
-async def test_no_heartbeat_while_items_keep_coming():
-    async def quick_source() -> AsyncIterator[dict[str, Any]]:
-        for number in range(3):
-            yield {"sequence_number": number}
-
-    got = [item async for item in with_heartbeats(quick_source(), interval=5)]
-
-    assert got == [{"sequence_number": n} for n in range(3)]
-
-
 # --- ends that never came -----------------------------------------------------------------
 
 
@@ -348,18 +325,18 @@ async def test_deleting_the_conversation_ends_its_followers(conversation, owner,
     assert got[-1]["run"]["status"] == "cancelled"
 
 
-async def test_a_run_deleted_without_its_end_closes_the_stream_at_the_next_heartbeat(
-    conversation, owner, monkeypatch
+async def test_a_run_deleted_without_its_end_closes_the_stream_at_the_next_keep_alive(
+    conversation, owner, settings
 ):
     """Rows deleted behind the services' back (a shell, a database cascade) write no end
-    to the log: the follower notices on its next heartbeat that the run is gone."""
-    monkeypatch.setattr("conversations.api.sse.HEARTBEAT_SECONDS", 0.2)
+    to the log: the follower notices at its next keep-alive that the run is gone."""
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 0.2
     run = await sync_to_async(live_run)(conversation)
     client = await logged_in(owner)
     response = await client.get(f"/api/v1/runs/{run.pk}/events/")
     reading = asyncio.ensure_future(sse_events(response))
     await asyncio.sleep(0.5)
-    assert not reading.done()  # an existing run's silence is only heartbeats
+    assert not reading.done()  # an existing run's silence is only keep-alives
 
     await Run.objects.filter(pk=run.pk).adelete()
     got = await asyncio.wait_for(reading, timeout=3)
@@ -377,3 +354,120 @@ async def test_a_post_gets_the_apis_json_405_even_with_a_session(conversation, o
         assert response.status_code == 405
         assert response["Allow"] == "GET, HEAD"
         assert (await error_of(response))["code"] == "method_not_allowed"
+
+
+# --- following: keep-alives, the caller's credential, Redis restarts ----------------------
+
+
+async def chunks_until_done(response, *, limit: float = 10) -> str:
+    async def read() -> str:
+        return b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+    return await asyncio.wait_for(read(), limit)
+
+
+async def test_a_silence_sends_keep_alive_comments_then_the_events(conversation, owner, settings):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 0.1
+    run = await sync_to_async(live_run)(conversation)
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    reading = asyncio.ensure_future(chunks_until_done(response))
+    await asyncio.sleep(0.5)
+
+    def finish() -> None:
+        writer = eventlog.EventWriter(str(run.pk), next_sequence=1)
+        writer.emit("run.completed", run=run_payload(run))
+
+    await sync_to_async(finish)()
+    body = await reading
+    blocks = [block for block in body.split("\n\n") if block]
+    assert blocks.count(": keep-alive") >= 3
+    # The comments fill the silence between the first event and the last.
+    kinds = [block.split("\n")[1] if block.startswith("id:") else block for block in blocks]
+    assert kinds[:2] == ["retry: 2000", "event: run.created"]
+    assert kinds[-1] == "event: run.completed"
+    assert set(kinds[2:-1]) == {": keep-alive"}
+
+
+async def test_revoking_the_key_ends_its_stream(conversation, owner, settings):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 0.1
+    run = await sync_to_async(live_run)(conversation)
+    key, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="k")
+    headers = {"Authorization": f"Bearer {secret}"}
+    client = AsyncClient()
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/", headers=headers)
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.3)
+    assert not reading.done()  # the run goes on, and so would the stream
+
+    await sync_to_async(account_services.api_key_revoke)(api_key=key)
+
+    got = await asyncio.wait_for(reading, timeout=3)
+    assert [event["type"] for event in got] == ["run.created"]
+    again = await client.get(f"/api/v1/runs/{run.pk}/events/", headers=headers)
+    assert again.status_code == 401  # the reconnect is refused
+
+
+async def test_logging_out_ends_the_sessions_stream(conversation, owner, settings):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 0.1
+    run = await sync_to_async(live_run)(conversation)
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.3)
+    assert not reading.done()
+
+    await client.alogout()
+
+    assert [event["type"] for event in await asyncio.wait_for(reading, timeout=3)] == [
+        "run.created"
+    ]
+
+
+async def test_another_key_of_the_same_user_keeps_its_stream(conversation, owner, settings):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 0.1
+    run = await sync_to_async(live_run)(conversation)
+    _, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="kept")
+    other, _ = await sync_to_async(account_services.api_key_create)(owner=owner, name="gone")
+    response = await AsyncClient().get(
+        f"/api/v1/runs/{run.pk}/events/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    reading = asyncio.ensure_future(sse_events(response))
+    await sync_to_async(account_services.api_key_revoke)(api_key=other)
+    await asyncio.sleep(0.5)
+    assert not reading.done()
+
+    def finish() -> None:
+        eventlog.EventWriter(str(run.pk), next_sequence=1).emit(
+            "run.completed", run=run_payload(run)
+        )
+
+    await sync_to_async(finish)()
+    got = await asyncio.wait_for(reading, timeout=3)
+    assert [event["type"] for event in got] == ["run.created", "run.completed"]
+
+
+async def test_a_redis_restart_mid_stream_is_ridden_out(
+    conversation, owner, event_log_redis, monkeypatch
+):
+    monkeypatch.setattr(follow_module, "RETRY_DELAYS", (0.1, 0.2, 0.4, 0.8, 1.6, 3.2))
+    run = await sync_to_async(live_run)(conversation)
+    client = await logged_in(owner)
+    response = await client.get(f"/api/v1/runs/{run.pk}/events/")
+    reading = asyncio.ensure_future(sse_events(response))
+    await asyncio.sleep(0.3)
+
+    await asyncio.to_thread(event_log_redis.restart, down_seconds=1)
+
+    def write_on() -> None:
+        # The worker writes on from where it was; the restarted server lost the rest.
+        writer = eventlog.EventWriter(str(run.pk), next_sequence=1, coalesce_ms=0)
+        writer.emit("message.created", message_id="m1", role="assistant")
+        writer.message_delta("m1", "Still here.")
+        writer.emit("run.completed", run=run_payload(run))
+
+    await sync_to_async(write_on)()
+    got = await asyncio.wait_for(reading, timeout=20)
+    assert [event["sequence_number"] for event in got] == [0, 1, 2, 3]
+    assert [event["type"] for event in got][-1] == "run.completed"
+    assert eventlog.message_texts(got) == {"m1": "Still here."}

@@ -19,13 +19,13 @@ from conversations.models import Run
 from conversations.serializers import run_payload
 from tests.openai_api.conftest import BASE, key_for
 
-SILENCE = 0.6  # seconds between the run's first event and the rest
+SILENCE = 1.0  # seconds between the run's first event and the rest
 INTERVAL = 0.1  # the keep-alive interval for these tests
 
 
 @pytest.fixture(autouse=True)
-def short_keep_alives(monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
-    monkeypatch.setattr("conversations.openai_api.views.responses.KEEP_ALIVE_SECONDS", INTERVAL)
+def short_keep_alives(settings: Any, redis_url: str) -> None:
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = INTERVAL
 
 
 def _silent_run(conversation) -> Run:

@@ -47,11 +47,14 @@ def _release_connections() -> None:
 
 
 async def _wait(run_id: str, timeout: float) -> tuple[str | None, dict[str, Any] | None]:
-    """Follow the run's event log until it ends or `timeout` passes: (reply, final run).
+    """Follow the run's event log until it ends or `timeout` passes: (reply, final run);
+    (None, None) when the wait ends first, or when Redis stays away for long.
 
-    Only a Redis connection blocked in XREAD is held meanwhile."""
+    No database connection is held meanwhile."""
     reply: str | None = None
-    async for event in eventlog.events_follow(run_id, timeout=timeout):
+    async for event in eventlog.run_follow(run_id, timeout=timeout):
+        if not isinstance(event, dict):
+            continue  # the stream was lost: the run is answered as it stands
         if event["type"] == eventlog.MESSAGE_COMPLETED:
             message = event["message"]
             if message.get("role") == "assistant":

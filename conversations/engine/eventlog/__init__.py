@@ -10,7 +10,10 @@ few writes a second, not one per token; the
 terminal event sets the TTL (PARLEY_EVENT_TTL_SECONDS), and each writer's first write a long
 safety TTL, so an abandoned log never lives forever. Readers replay (XRANGE) from any sequence
 number, then follow live (XREAD BLOCK) from the same cursor, the id of the last event delivered:
-no gap, no duplicate. They stop after the terminal event.
+no gap, no duplicate. They stop after the terminal event. Every door follows a run through
+`run_follow` (or `run_follow_sync`), which also rides out a Redis restart, keeps alive at
+silences and stops when its caller may no longer follow (follow.py); `events_all` is the one
+plain read of what is stored.
 
 Client rule for rebuilding replies (`message_texts`): concatenate `message.delta` per
 `message_id`; a `message.created` for a message id already seen throws its text away and starts
@@ -20,6 +23,14 @@ message's reasoning.
 """
 
 from conversations.engine.eventlog.connections import redis_client
+from conversations.engine.eventlog.follow import (
+    KEEP_ALIVE,
+    Followed,
+    KeepAlive,
+    StreamLost,
+    run_follow,
+    run_follow_sync,
+)
 from conversations.engine.eventlog.keys import (
     ENVELOPE,
     Event,
@@ -34,10 +45,7 @@ from conversations.engine.eventlog.reader import (
     event_log_exists,
     event_log_last,
     events_all,
-    events_follow,
-    events_read,
     message_texts,
-    with_heartbeats,
 )
 from conversations.engine.eventlog.writer import EventRecorder, EventWriter
 from conversations.event_types import (
@@ -64,6 +72,7 @@ __all__ = [
     "DRAFT_UPDATED",
     "ENVELOPE",
     "EVENT_TYPES",
+    "KEEP_ALIVE",
     "MESSAGE_COMPLETED",
     "MESSAGE_CREATED",
     "MESSAGE_DELTA",
@@ -83,17 +92,19 @@ __all__ = [
     "EventLogConflict",
     "EventRecorder",
     "EventWriter",
+    "Followed",
+    "KeepAlive",
     "RunId",
+    "StreamLost",
     "aevent_log_ended_by",
     "aevent_log_exists",
     "event_log_ensure_terminal",
     "event_log_exists",
     "event_log_last",
     "events_all",
-    "events_follow",
-    "events_read",
     "message_texts",
     "redis_client",
+    "run_follow",
+    "run_follow_sync",
     "stream_key",
-    "with_heartbeats",
 ]

@@ -3,13 +3,12 @@ cursor (XRANGE, then XREAD BLOCK from the id of the last event delivered; in asy
 through the loop's one shared read, hub.py): no gap, no duplicate. Readers stop after the
 terminal event."""
 
-import asyncio
 import json
 import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import redis
 
@@ -152,14 +151,41 @@ def events_read(
         yield from cursor.take(_xread_entries(response))
 
 
+@overload
+def events_follow(
+    run_id: RunId,
+    *,
+    after: int | None = None,
+    block_ms: int = DEFAULT_BLOCK_MS,
+    timeout: float | None = None,
+    idle: None = None,
+) -> AsyncGenerator[Event]: ...
+
+
+@overload
+def events_follow(
+    run_id: RunId,
+    *,
+    after: int | None = None,
+    block_ms: int = DEFAULT_BLOCK_MS,
+    timeout: float | None = None,
+    idle: float,
+) -> AsyncGenerator[Event | None]: ...
+
+
 async def events_follow(
     run_id: RunId,
     *,
     after: int | None = None,
     block_ms: int = DEFAULT_BLOCK_MS,
     timeout: float | None = None,
-) -> AsyncIterator[Event]:
-    """`events_read` for asyncio (websocket consumers, the SSE view)."""
+    idle: float | None = None,
+) -> AsyncGenerator[Event | None]:
+    """`events_read` for asyncio; with `idle`, also None each time that many seconds pass
+    without an event while following live (a tick of silence, counted without a task per
+    event). Transports use follow.run_follow, which retries and keeps alive around it."""
+    if idle is not None and not idle > 0:
+        raise ValueError("idle must be a positive number of seconds")
     cursor = _Cursor.start(after, block_ms, timeout)
     key = stream_key(run_id)
     client = async_client()
@@ -175,10 +201,23 @@ async def events_follow(
         return
     # Live: the loop's one read over every followed log serves this follower too.
     subscription = follow_hub().subscribe(key, cursor.last_id)
+    quiet_since = time.monotonic()
     try:
         while not cursor.done and (wait := cursor.wait_ms()):
-            for event in cursor.take(await subscription.entries(wait / 1000)):
+            if idle is not None:
+                tick_ms = math.ceil((quiet_since + idle - time.monotonic()) * 1000)
+                wait = max(1, min(wait, tick_ms))
+            events = cursor.take(await subscription.entries(wait / 1000))
+            for event in events:
                 yield event
+            if idle is None:
+                continue
+            now = time.monotonic()
+            if events:
+                quiet_since = now
+            elif now - quiet_since >= idle:
+                yield None
+                quiet_since = now
     finally:
         subscription.close()
 
@@ -248,25 +287,3 @@ def message_texts(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         elif event["type"] == MESSAGE_DELTA:
             parts.setdefault(event["message_id"], []).append(event["delta"])
     return {message_id: "".join(texts) for message_id, texts in parts.items()}
-
-
-async def with_heartbeats(
-    source: AsyncIterator[dict[str, Any]], interval: float
-) -> AsyncGenerator[dict[str, Any] | None]:
-    """Items from `source`, and None whenever `interval` passes without one."""
-    iterator = aiter(source)
-    pending = asyncio.ensure_future(anext(iterator))
-    try:
-        while True:
-            done, _ = await asyncio.wait({pending}, timeout=interval)
-            if not done:
-                yield None
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            yield item
-            pending = asyncio.ensure_future(anext(iterator))
-    finally:
-        pending.cancel()

@@ -3,8 +3,8 @@ items a response took as input. A response is a Parley run (engine.response_star
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
@@ -13,6 +13,8 @@ from django.http import StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.models import ApiKey
+from accounts.sockets import SocketCredential
 from config.async_db import db_call
 from conversations import selectors, services
 from conversations.engine import eventlog, response_start, response_unstored, run_cancel
@@ -31,10 +33,6 @@ from conversations.openai_api.responses_out import input_items, response_head, r
 from conversations.openai_api.stream import ResponseEvents, openai_events, sse_frame
 from conversations.throttles import ModelThrottle, UserThrottle
 
-# How long a stream may stay silent (a queued run, a slow model, a long tool) before a
-# comment line goes out: idle proxies close connections that send nothing, and SSE
-# readers, the SDK's among them, skip comments.
-KEEP_ALIVE_SECONDS = 15.0
 KEEP_ALIVE = ": keep-alive\n\n"
 
 
@@ -66,71 +64,84 @@ def _sse(frames: Iterable[str] | AsyncIterator[str]) -> StreamingHttpResponse:
 
 def _follow(request: Request, run: Run, *, after: int | None) -> StreamingHttpResponse:
     """The run's OpenAI events past `after`, replayed from its log, then live until the
-    run ends. Under ASGI an async stream (no thread held while it waits); under WSGI a
-    plain one."""
-    head = response_head(run)
+    run ends (eventlog.run_follow: a Redis restart ridden out, keep-alives at silences,
+    the end of the caller's key or of the run noticed there). Under ASGI an async stream
+    (no thread held while it waits); under WSGI the same follower, from this thread.
+    A stream that cannot go on ends without its last event: the client resumes with
+    `starting_after`."""
+    frames = _Frames(head=response_head(run), after=after)
     run_id = str(run.pk)
+    api_key = cast(ApiKey, request.auth)  # OpenAIView's only way in
+    credential = SocketCredential(user_id=api_key.owner_id, api_key_id=api_key.pk)
+    keepalive = settings.PARLEY_STREAM_KEEPALIVE_SECONDS
     _release_connections()
     if isinstance(request._request, ASGIRequest):
-        return _sse(_follow_async(head, run_id, after))
-    return _sse(_follow_sync(head, run_id, after))
+
+        async def still_allowed() -> bool:
+            return await db_call(selectors.run_followable)(run_id=run_id, credential=credential)
+
+        follower = eventlog.run_follow(run_id, keepalive=keepalive, still_allowed=still_allowed)
+        return _sse(frames.from_async(follower))
+
+    def still_allowed_here() -> bool:
+        try:
+            return selectors.run_followable(run_id=run_id, credential=credential)
+        finally:
+            _release_connections()
+
+    items = eventlog.run_follow_sync(run_id, keepalive=keepalive, still_allowed=still_allowed_here)
+    return _sse(frames.from_sync(items))
 
 
-async def _follow_async(head: dict[str, Any], run_id: str, after: int | None) -> AsyncIterator[str]:
-    translator = ResponseEvents(head=head)
-    source = eventlog.with_heartbeats(eventlog.events_follow(run_id), KEEP_ALIVE_SECONDS)
-    sent = time.monotonic()
-    async with contextlib.aclosing(source) as events:
-        async for event in events:
-            if event is None:
-                # A run deleted behind the services' back writes no end to its log:
-                # the stream ends rather than keeping a dead run alive forever.
-                if not await db_call(selectors.run_exists)(run_id=run_id):
-                    return
-                frames = [KEEP_ALIVE]
-            else:
-                frames = [sse_frame(out) for out in _past(translator.feed(event), after)]
-            # Events with no OpenAI counterpart (a reasoning model's thoughts) or
-            # replayed below `after` send nothing: the connection still needs a sign.
-            if not frames and time.monotonic() - sent >= KEEP_ALIVE_SECONDS:
-                frames = [KEEP_ALIVE]
-            for frame in frames:
-                yield frame
-            if frames:
-                sent = time.monotonic()
+class _Frames:
+    """OpenAI's SSE frames for what the follower yields: the events translated from the
+    whole log (the translator needs all of it), those numbered past `after`, and a
+    keep-alive comment at a silence, or when events with no OpenAI counterpart (a reasoning
+    model's thoughts, events replayed below `after`) left the connection without a sign
+    for as long."""
 
+    def __init__(self, *, head: dict[str, Any], after: int | None) -> None:
+        self.translator = ResponseEvents(head=head)
+        self.after = after
+        self.keepalive = settings.PARLEY_STREAM_KEEPALIVE_SECONDS
+        self.sent = time.monotonic()
 
-def _follow_sync(head: dict[str, Any], run_id: str, after: int | None) -> Iterator[str]:
-    """`_follow_async` without an event loop: the log is read in spells of
-    KEEP_ALIVE_SECONDS, each going on from the last event read."""
-    translator = ResponseEvents(head=head)
-    position: int | None = None  # the log's own numbering, not the OpenAI events'
-    while True:
-        heard = sent = False
-        for event in eventlog.events_read(run_id, after=position, timeout=KEEP_ALIVE_SECONDS):
-            heard = True
-            position = event["sequence_number"]
-            for out in _past(translator.feed(event), after):
-                sent = True
-                yield sse_frame(out)
-            if event["type"] in eventlog.TERMINAL_TYPES:
-                return
-        if not heard and not selectors.run_exists(run_id=run_id):
-            return  # deleted without an end to its log, as in _follow_async
-        if not sent:
-            yield KEEP_ALIVE
+    def of(self, item: eventlog.Followed) -> list[str]:
+        if isinstance(item, eventlog.StreamLost):
+            return []
+        if isinstance(item, dict):
+            translated = self.translator.feed(item)
+            frames = [sse_frame(out) for out in translated if self._past(out)]
+        else:
+            frames = [KEEP_ALIVE]
+        now = time.monotonic()
+        if not frames and now - self.sent >= self.keepalive:
+            frames = [KEEP_ALIVE]
+        if frames:
+            self.sent = now
+        return frames
 
+    def _past(self, event: dict[str, Any]) -> bool:
+        return self.after is None or event["sequence_number"] > self.after
 
-def _past(events: list[dict[str, Any]], after: int | None) -> list[dict[str, Any]]:
-    return [out for out in events if after is None or out["sequence_number"] > after]
+    async def from_async(self, follower: AsyncGenerator[eventlog.Followed]) -> AsyncIterator[str]:
+        async with contextlib.aclosing(follower) as items:
+            async for item in items:
+                for frame in self.of(item):
+                    yield frame
+
+    def from_sync(self, follower: Generator[eventlog.Followed]) -> Iterator[str]:
+        with contextlib.closing(follower) as items:
+            for item in items:
+                yield from self.of(item)
 
 
 def _wait(run: Run) -> dict[str, Any]:
-    """The response once its run has ended (or as it stands after the server's wait)."""
+    """The response once its run has ended (or as it stands after the server's wait, or
+    when its events cannot be read)."""
     _release_connections()
-    for event in eventlog.events_read(str(run.pk), timeout=settings.PARLEY_CHAT_WAIT_SECONDS):
-        if event["type"] in eventlog.TERMINAL_TYPES:
-            break
+    for _item in eventlog.run_follow_sync(run.pk, timeout=settings.PARLEY_CHAT_WAIT_SECONDS):
+        pass  # the follower ends after the run's terminal event
     return response_object(Run.objects.select_related("trigger_message").get(pk=run.pk))
 
 
