@@ -6,7 +6,9 @@ path that has a hand-written statement is run both ways, the raw one and its ORM
 equivalent, on the same rows, `--repeats` times each, interleaved (the order alternates
 every round, so machine noise hits both alike), after `--warm-up` rounds. CPU is this
 thread's (`time.thread_time`): the statement's building, sending and reading, not the
-database's work. Statements are counted once per variant, untimed.
+database's work. Statements are counted once per variant, untimed. The ORM side of a
+statement kept raw is its equivalent in tests/*/sql_orm.py (which the tests check it
+against); the raw side of a path back on the ORM is the statement it had, kept here.
 
 "calls" is how often the path's unit runs where it is paid (a message sent, a worker's
 step, a frame on a socket, an API request); the decision keeps raw SQL only where the
@@ -17,6 +19,7 @@ The bench user and its rows are deleted at the end, also on error.
 """
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -34,23 +37,20 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY  # noqa: E402
 from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
 from django.contrib.sessions.models import Session  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
-from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Subquery, Value  # noqa: E402
-from django.db.models.functions import Coalesce  # noqa: E402
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accounts import socket_checks  # noqa: E402
-from accounts.models import ApiKey, User  # noqa: E402
+from accounts import sql as accounts_sql  # noqa: E402
+from accounts.models import User  # noqa: E402
 from accounts.selectors import api_key_for_secret  # noqa: E402
 from accounts.services import api_key_create, api_key_hash  # noqa: E402
 from bench.common import database_refused, owner_delete  # noqa: E402
-from config.rows import Rows, execute  # noqa: E402
 from conversations import services  # noqa: E402
 from conversations.engine import lease as leases  # noqa: E402
-from conversations.models import Branch, Conversation, Message, Run, UsageDay  # noqa: E402
-from conversations.selectors.branches import path_messages  # noqa: E402
-from conversations.selectors.history import HistoryRow, path_history  # noqa: E402
+from conversations.models import Branch, Conversation, Message, Run  # noqa: E402
+from conversations.selectors.history import path_history  # noqa: E402
 from conversations.services.messages import (  # noqa: E402
     LOCKED_FIELDS,
     NewMessage,
@@ -58,56 +58,32 @@ from conversations.services.messages import (  # noqa: E402
     conversation_lock,
 )
 from conversations.services.runs import RunLock, conversation_lock_for_run  # noqa: E402
-from conversations.services.usage import _summable  # noqa: E402
-from conversations.validation import USAGE_COUNTS  # noqa: E402
+from conversations.services.usage import usage_increments  # noqa: E402
+from tests.accounts import sql_orm as accounts_orm  # noqa: E402
+from tests.conversations import sql_orm  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
 
 THRESHOLD_MS = 1.0
-REPLY_USAGE = {"input_tokens": 1200, "output_tokens": 80, "total_tokens": 1280}
+REPLY_USAGE = {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280}
 
 
-# --- the ORM equivalents ------------------------------------------------------------------
+# --- the hand-written statements' paths the ORM way (tests/*/sql_orm.py) ---------------------
 
 
-def lock_read_orm(*, conversation: Conversation, client_id: str = "") -> RunLock:
-    runs = Run.objects.filter(conversation=OuterRef("pk"))
-    taken: Any = Exists(runs.filter(client_id=client_id)) if client_id else Value(False)
-    locked = (
-        Conversation.objects.select_for_update()
-        .only(*LOCKED_FIELDS, "model")
-        .annotate(
-            run_active=Exists(runs.filter(status__in=Run.ACTIVE_STATUSES)),
-            client_id_taken=taken,
-        )
-        .get(pk=conversation.pk, owner_id=conversation.owner_id)
+def lock_read_orm(*, conversation: Conversation, client_id: str) -> RunLock:
+    found = sql_orm.conversation_run_lock(
+        conversation_id=conversation.pk,
+        owner_id=conversation.owner_id,
+        client_id=client_id,
+        fields=(*LOCKED_FIELDS, "model"),
     )
-    return RunLock(locked, bool(locked.run_active), bool(locked.client_id_taken))
-
-
-def usage_count_orm(*, owner_id: int, conversation_id: uuid.UUID, rows: list[Message]) -> None:
-    """The rollup's additive upsert as the ORM can say it, under the conversation's lock:
-    add to the day's row, or make it."""
-    days: dict[Any, dict[str, int]] = {}
-    for row in rows:
-        day = days.setdefault(
-            row.created_at.date(), dict.fromkeys(("messages", "user_messages", *USAGE_COUNTS), 0)
-        )
-        day["messages"] += 1
-        day["user_messages"] += row.role == Message.Role.USER
-        usage = row.usage if isinstance(row.usage, dict) else {}
-        for name in USAGE_COUNTS:
-            day[name] += _summable(usage.get(name))
-    for day, sums in days.items():
-        found = UsageDay.objects.filter(day=day, conversation_id=conversation_id).update(
-            **{name: F(name) + value for name, value in sums.items()}
-        )
-        if not found:
-            UsageDay.objects.create(
-                day=day, owner_id=owner_id, conversation_id=conversation_id, **sums
-            )
+    if found is None:
+        raise Conversation.DoesNotExist
+    return RunLock(*found)
 
 
 def messages_append_orm(*, conversation: Conversation, messages: list[NewMessage]) -> None:
+    """`services.messages_append` the ORM way: the branch read, then the writes."""
     with transaction.atomic(savepoint=False):
         locked = conversation_lock(conversation)
         branch = branch_target(locked=locked, branch_id=None)
@@ -126,20 +102,48 @@ def messages_append_orm(*, conversation: Conversation, messages: list[NewMessage
             )
             for offset, new in enumerate(messages)
         ]
-        Message.objects.bulk_create(rows)
-        usage_count_orm(owner_id=locked.owner_id, conversation_id=conversation.pk, rows=rows)
-        Branch.objects.filter(pk=branch.pk).update(message_count=start + len(rows))
-        Conversation.objects.filter(pk=conversation.pk).update(
-            message_count=locked.message_count + len(rows), last_activity_at=now
+        sql_orm.messages_append_write(
+            messages=rows,
+            usage=usage_increments(
+                owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows
+            ),
+            branch_count=(branch.pk, start + len(rows)),
+            conversation_id=conversation.pk,
+            conversation_values={
+                "message_count": locked.message_count + len(rows),
+                "last_activity_at": now,
+            },
         )
 
 
-_RUNS = Rows(Run)
+def lease_take_orm(run_id: str) -> leases.Taken | None:
+    now, token = timezone.now(), uuid.uuid4()
+    until = now + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS)
+    run = sql_orm.run_lease_take(run_id=run_id, token=token, now=now, until=until)
+    if run is None:
+        return None
+    lease = leases.Lease(run_id=run.pk, token=token)
+    return leases.Taken(run=run, lease=lease, started=run.started_at == now)
+
+
+def leases_renew_orm(held: list[leases.Lease]) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+    pairs = [(lease.run_id, lease.token) for lease in held]
+    renewed = sql_orm.run_leases_renew(leases=pairs, until=leases.Lease.until())
+    return {pk for pk, _ in renewed}, {pk for pk, stop in renewed if stop}
+
+
+def api_key_for_secret_orm(*, secret: str) -> object:
+    return accounts_orm.api_key_by_hash(hashed_secret=api_key_hash(secret=secret))
+
+
+# --- the paths back on the ORM, by the hand-written SQL they had ---------------------------
+
+_RUNS = accounts_sql.Rows(Run)
 
 
 def run_insert_raw(values: dict[str, Any]) -> Run:
     run = _RUNS.new(values)
-    execute(_RUNS.insert([run]))
+    accounts_sql.execute(_RUNS.insert([run]))
     return run
 
 
@@ -147,79 +151,44 @@ def run_insert_orm(values: dict[str, Any]) -> Run:
     return Run.objects.create(**values)
 
 
-def lease_take_orm(run_id: str) -> leases.Taken | None:
-    now = timezone.now()
-    token = uuid.uuid4()
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    taken = Run.objects.filter(free, pk=run_id, status__in=Run.ACTIVE_STATUSES).update(
-        status=Run.Status.IN_PROGRESS,
-        lease_token=token,
-        lease_expires_at=now + timedelta(seconds=settings.PARLEY_RUN_LEASE_SECONDS),
-        attempt=F("attempt") + 1,
-        started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
-        updated_at=now,
+@functools.cache
+def _lease_update_sql(names: tuple[str, ...], active: bool) -> str:
+    sets = ", ".join(f"{accounts_sql.column(Run, name)} = %s" for name in names)
+    sql = (
+        f"UPDATE {_RUNS.table} SET {sets} WHERE {accounts_sql.column(Run, 'id')} = %s "
+        f"AND {accounts_sql.column(Run, 'lease_token')} = %s"
     )
-    if not taken:
-        return None
-    run = Run.objects.select_related("conversation__owner", "branch").filter(pk=run_id).first()
-    if run is None:
-        return None
-    lease = leases.Lease(run_id=run.pk, token=token)
-    return leases.Taken(run=run, lease=lease, started=run.started_at == now)
+    if active:
+        marks = ", ".join(["%s"] * len(Run.ACTIVE_STATUSES))
+        sql += f" AND {accounts_sql.column(Run, 'status')} IN ({marks})"
+    return sql
 
 
-def lease_update_orm(lease: leases.Lease, **values: Any) -> bool:
-    return bool(lease.mine().update(**values))
+def lease_update_raw(lease: leases.Lease, values: dict[str, Any], *, active: bool) -> bool:
+    db = connections[DEFAULT_DB_ALIAS]
+    params = [
+        Run._meta.get_field(name).get_db_prep_save(value, db)  # type: ignore[union-attr]
+        for name, value in values.items()
+    ]
+    params += [
+        Run._meta.get_field(name).get_db_prep_value(value, db)  # type: ignore[union-attr]
+        for name, value in (("id", lease.run_id), ("lease_token", lease.token))
+    ]
+    if active:
+        params += [str(status) for status in Run.ACTIVE_STATUSES]
+    with db.cursor() as cursor:
+        cursor.execute(_lease_update_sql(tuple(values), active), params)
+        return bool(cursor.rowcount)
 
 
-def lease_end_orm(lease: leases.Lease, **values: Any) -> bool:
-    return bool(lease.mine().filter(status__in=Run.ACTIVE_STATUSES).update(**values))
-
-
-def leases_renew_orm(held: list[leases.Lease]) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
-    mine = Run.objects.filter(
-        pk__in=[lease.run_id for lease in held], lease_token__in=[lease.token for lease in held]
-    )
-    mine.update(lease_expires_at=leases.Lease.until())
-    rows = list(mine.values_list("pk", "cancel_requested_at"))
-    return {pk for pk, _ in rows}, {pk for pk, asked in rows if asked is not None}
-
-
-def history_orm(branch: Branch, *, after: int, last: int) -> list[HistoryRow]:
-    rows = path_messages(branch, after=after, last=last).values_list(
-        "role", "content", "tool_calls", "tool_call_id"
-    )
-    return [HistoryRow(*row) for row in rows]
-
-
-def key_live_orm(*, user_id: int, api_key_id: uuid.UUID) -> bool:
-    return ApiKey.objects.filter(
-        pk=api_key_id, owner_id=user_id, owner__is_active=True, revoked_at__isnull=True
-    ).exists()
-
-
-def session_row_orm(*, user_id: int, session_key: str) -> tuple[str, str, Any] | None:
-    password = User.objects.filter(pk=user_id, is_active=True).values("password")[:1]
-    return (
-        Session.objects.filter(session_key=session_key, expire_date__gt=timezone.now())
-        .annotate(password=Subquery(password))
-        .filter(password__isnull=False)
-        .values_list("password", "session_data", "expire_date")
-        .first()
-    )
-
-
-def user_password_orm(*, user_id: int) -> str | None:
-    active = User.objects.filter(pk=user_id, is_active=True)
-    return active.values_list("password", flat=True).first()
-
-
-def api_key_for_secret_orm(*, secret: str) -> ApiKey | None:
-    return (
-        ApiKey.objects.select_related("owner")
-        .filter(hashed_secret=api_key_hash(secret=secret), revoked_at__isnull=True)
-        .first()
-    )
+def user_password_raw(*, user_id: int) -> str | None:
+    table = connection.ops.quote_name(User._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT password FROM {table} WHERE id = %s AND is_active = %s", [user_id, True]
+        )
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
 
 
 # --- the paths ------------------------------------------------------------------------------
@@ -343,8 +312,8 @@ def paths_build(owner: User) -> list[Path]:
         Path(
             "step: renew the lease",
             1,
+            lambda: lease_update_raw(held, {"lease_expires_at": held.until()}, active=False),
             lambda: held.update(lease_expires_at=held.until()),
-            lambda: lease_update_orm(held, lease_expires_at=held.until()),
             reset=hold,
         )
     )
@@ -365,8 +334,8 @@ def paths_build(owner: User) -> list[Path]:
         Path(
             "step: end the run under its lease",
             1,
+            lambda: lease_update_raw(held, ending(), active=True),
             lambda: held.end(**ending()),
-            lambda: lease_end_orm(held, **ending()),
             reset=hold,
             atomic=True,
         )
@@ -408,8 +377,8 @@ def paths_build(owner: User) -> list[Path]:
             Path(
                 f"step: read the model's history, {size} messages",
                 1,
-                lambda first=first: path_history(fork, after=first, last=400),
-                lambda first=first: history_orm(fork, after=first, last=400),
+                functools.partial(path_history, fork, after=first, last=400),
+                functools.partial(sql_orm.path_history_read, branch=fork, after=first, last=400),
             )
         )
     # A frame on a socket: its credential checked, a key's or a session's.
@@ -418,8 +387,8 @@ def paths_build(owner: User) -> list[Path]:
         Path(
             "socket frame: check an API key credential",
             1,
-            lambda: socket_checks.key_live(user_id=owner.pk, api_key_id=key.pk),
-            lambda: key_live_orm(user_id=owner.pk, api_key_id=key.pk),
+            lambda: accounts_sql.api_key_live(user_id=owner.pk, api_key_id=key.pk),
+            lambda: accounts_orm.api_key_live(user_id=owner.pk, api_key_id=key.pk),
         )
     )
     store = SessionStore()
@@ -432,18 +401,20 @@ def paths_build(owner: User) -> list[Path]:
         Path(
             "socket frame: check a session credential",
             1,
-            lambda: socket_checks.user_and_session_row(
+            lambda: accounts_sql.user_session_read(
                 user_id=owner.pk, session_key=session_key, session_model=Session
             ),
-            lambda: session_row_orm(user_id=owner.pk, session_key=session_key),
+            lambda: accounts_orm.user_session_read(
+                user_id=owner.pk, session_key=session_key, session_model=Session
+            ),
         )
     )
     paths.append(
         Path(
             "socket frame: check a session credential, sessions kept elsewhere",
             1,
+            lambda: user_password_raw(user_id=owner.pk),
             lambda: socket_checks.user_password(user_id=owner.pk),
-            lambda: user_password_orm(user_id=owner.pk),
         )
     )
     paths.append(
