@@ -20,6 +20,7 @@ The bench user and its rows are deleted at the end, also on error.
 
 import argparse
 import functools
+import os
 import statistics
 import sys
 import time
@@ -495,8 +496,9 @@ def report(
     counts: dict[str, tuple[int, int]],
     repeats: int,
 ) -> None:
+    load = ", ".join(f"{figure:.2f}" for figure in os.getloadavg())
     print(
-        f"bench.sql_paths on {connection.vendor}, repeats={repeats}, "
+        f"bench.sql_paths on {connection.vendor}, repeats={repeats}, load average {load}, "
         "CPU ms per call (time.thread_time), median\n"
     )
     print(
