@@ -315,7 +315,7 @@ def test_a_lease_is_taken_as_the_orm_takes_it(conversation, outsider):
         assert (raw[0] is not None) == expected, name
     assert take(uuid.uuid4()) == [(None, table(Run))] * 2
 
-    # What a take writes: in progress, the attempt counted, the start kept.
+    # What a take writes: in progress, the attempt counted, started now.
     held.update(status=Run.Status.IN_PROGRESS, lease_expires_at=None, started_at=None, attempt=0)
     raw, _ = take(str(run.pk))
     assert (raw[0][0]["status"], raw[0][0]["attempt"], raw[0][0]["started_at"]) == (
