@@ -28,7 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from accounts import socket_checks
+from accounts import socket_checks, sql
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +84,9 @@ def socket_credential_valid(*, credential: SocketCredential) -> bool:
 def socket_credential_seconds_left(*, credential: SocketCredential) -> float | None:
     """None when the credential no longer holds (see socket_credential_valid); otherwise
     the seconds until it lapses by itself (a session's expiry), or infinity for a key.
-    Every frame asks, so each kind is one statement (accounts.socket_checks)."""
+    Every frame asks, so each kind is one statement (accounts/sql/credentials.py)."""
     if credential.api_key_id is not None:
-        live = socket_checks.key_live(user_id=credential.user_id, api_key_id=credential.api_key_id)
+        live = sql.api_key_live(user_id=credential.user_id, api_key_id=credential.api_key_id)
         return math.inf if live else None
     if not credential.session_key:
         return None
@@ -110,7 +110,7 @@ def _session(user_id: int, session_key: str) -> tuple[str, tuple[str, Any], date
     if get_model_class is not None:
         # Database sessions keep their true expiry in a column (the store would answer
         # "now + cookie age" for a session without a custom expiry).
-        row = socket_checks.user_and_session_row(
+        row = sql.user_session_read(
             user_id=user_id, session_key=session_key, session_model=get_model_class()
         )
         if row is None:

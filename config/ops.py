@@ -40,6 +40,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from accounts.models import User
 from config.heartbeat import heartbeat_read, quick_client
 from conversations import selectors
 
@@ -154,8 +155,8 @@ def _wait(future: Future[_Result], deadline: float) -> _Result:
 
 def _database_ping() -> None:
     try:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("SELECT 1")
+        connections["default"].ensure_connection()
+        User.objects.exists()  # a query answered, on a table of the schema
     finally:
         connections.close_all()  # this helper thread's own; nothing else would close it
 

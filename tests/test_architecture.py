@@ -96,6 +96,18 @@ def test_the_import_contracts_are_kept():
             "from conversations.models import Conversation\n",
             "accounts never imports conversations (nor the web pages) BROKEN",
         ),
+        # A transport writing its own SQL through the domain's statements.
+        (
+            "conversations/admin/paging.py",
+            "from conversations.sql import run_lease_take\n",
+            "Hand-written SQL is reached through services, selectors and the engine BROKEN",
+        ),
+        # The domain's statements reaching up to the engine.
+        (
+            "conversations/sql/runs.py",
+            "from conversations.engine import lease\n",
+            "Transports over the engine over the domain BROKEN",
+        ),
     ],
 )
 def test_an_upward_import_breaks_a_contract(tmp_path, module, upward_import, broken):

@@ -2,9 +2,9 @@
 
 Django's paginator runs COUNT(*) on every page, which on PostgreSQL reads the whole table
 (or the whole filtered set). This one counts at most COUNT_CAP rows; beyond that it takes
-the planner's estimate (pg_class.reltuples for the unfiltered table, EXPLAIN's row
-estimate for a filtered one). Page links past the true end then show an empty page rather
-than an error, which is the price of never scanning everything to render page 1.
+the planner's row estimate (EXPLAIN's, which follows the table's statistics and its
+current size). Page links past the true end then show an empty page rather than an
+error, which is the price of never scanning everything to render page 1.
 """
 
 import json
@@ -19,25 +19,11 @@ COUNT_CAP = 10_000
 
 
 def _estimate(queryset: QuerySet[Any]) -> int:
-    connection = connections[queryset.db]
-    if connection.vendor != "postgresql":
+    """The planner's estimate of the rows `queryset` matches (0 where there is none)."""
+    if connections[queryset.db].vendor != "postgresql":
         return 0
-    query = queryset.order_by()
-    if not query.query.where:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                [queryset.model._meta.db_table],
-            )
-            row = cursor.fetchone()
-        return max(int(row[0]), 0) if row else 0
-    sql, params = query.values("pk").query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return int(plan[0]["Plan"]["Plan Rows"])
+    plan = json.loads(queryset.order_by().values("pk").explain(format="json"))
+    return max(int(plan[0]["Plan"]["Plan Rows"]), 0)
 
 
 class EstimatedCountPaginator(Paginator):

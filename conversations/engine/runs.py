@@ -21,7 +21,6 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from accounts.models import User
-from config.rows import Rows, execute
 from conversations import metrics, notifications, validation
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raise
@@ -38,7 +37,6 @@ from conversations.services.runs import conversation_lock_for_run, runs_ended
 log = logging.getLogger(__name__)
 
 CLIENT_ID_MAX = 100
-_RUNS = Rows(Run)
 
 
 def run_start(
@@ -113,19 +111,14 @@ def run_begin(
             transaction.on_commit(lambda: _run_announce(*started[0]))
             run_id = uuid.uuid4()
             branch, trigger, stored = prepare(locked, run_id)
-            run = _RUNS.new(
-                {
-                    "id": run_id,
-                    "conversation_id": conversation.pk,
-                    "branch_id": branch.pk,
-                    "trigger_message_id": trigger.pk,
-                    "model": locked.model or settings.PARLEY_MODEL,
-                    "client_id": client_id,
-                }
+            run = Run.objects.create(
+                id=run_id,
+                conversation=conversation,
+                branch_id=branch.pk,
+                trigger_message=trigger,
+                model=locked.model or settings.PARLEY_MODEL,
+                client_id=client_id,
             )
-            execute(_RUNS.insert([run]))
-            # As `create(conversation=..., trigger_message=...)` leaves them: no query later.
-            run.conversation, run.trigger_message = conversation, trigger
             payload = run_payload(run)  # once, for the event log and the notification
             started.append((run, payload))
             transaction.on_commit(metrics.run_started)  # counted only if it is stored
@@ -248,7 +241,7 @@ def run_finish(
         **fields,
     }
     if lease is not None:
-        # Every step ends this way: the lease's statement, written once (engine/lease.py).
+        # Every step ends this way: on the condition that its lease still holds the run.
         ended = lease.end(**values)
     else:
         rows = only if only is not None else Run.objects.filter(pk=run.pk)

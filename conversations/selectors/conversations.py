@@ -129,7 +129,7 @@ def history_tail(
     """The newest `max_messages` messages of a branch's path in seq order: bounded range
     reads whatever the conversation's length or number of branches.
 
-    Plain tuples by SQL written once (selectors/history.py): this runs before every model
+    Plain tuples by SQL written once (conversations/sql): this runs before every model
     call and reads up to a few hundred rows, where the ORM costs more than the query.
     """
     path = _branch(conversation, branch)

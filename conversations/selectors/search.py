@@ -9,25 +9,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from django.conf import settings
-from django.contrib.postgres.search import (
-    SearchHeadline,
-    SearchQuery,
-    SearchRank,
-    SearchVectorField,
-)
+from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F, QuerySet
-from django.db.models.expressions import RawSQL
 
 from accounts.models import User
+from conversations import sql
 from conversations.models import Message
 
 # The same configuration as the stored `search_vector` column (migration 0005).
 SEARCH_CONFIG = "english"
-
-
-def _vector() -> RawSQL:
-    return RawSQL("conversations_message.search_vector", [], output_field=SearchVectorField())
 
 
 def _query(text: str) -> SearchQuery:
@@ -42,7 +33,7 @@ def messages_matching(queryset: QuerySet[Message], text: str) -> QuerySet[Messag
         return queryset
     if connection.vendor != "postgresql":
         return queryset.filter(content__icontains=text)
-    return queryset.alias(fts=_vector()).filter(fts=_query(text))
+    return queryset.alias(fts=sql.message_search_vector()).filter(fts=_query(text))
 
 
 SEARCH_MAX = 50
@@ -96,9 +87,9 @@ def search_hits(
     # Ranking reads every candidate's vector, so a common word (a tenth of all messages)
     # would cost a rank per match; the newest PARLEY_SEARCH_CANDIDATES matches are ranked
     # instead, found by walking the created_at index backwards.
-    # Read as a list of ids first: `_vector()` names the table, which inside a subquery
-    # would be the outer query's row (Django aliases the inner table), matching the
-    # wrong rows and running the subquery once per match.
+    # Read as a list of ids first: the search column (`sql.message_search_vector`) names
+    # the table, which inside a subquery would be the outer query's row (Django aliases
+    # the inner table), matching the wrong rows and running the subquery once per match.
     candidates = list(
         matching.order_by("-created_at").values_list("pk", flat=True)[
             : settings.PARLEY_SEARCH_CANDIDATES
@@ -111,7 +102,7 @@ def search_hits(
     rows = list(
         Message.objects.filter(pk__in=candidates)
         .annotate(
-            rank=SearchRank(_vector(), query),
+            rank=SearchRank(sql.message_search_vector(), query),
             conversation_title=F("conversation__title"),
             snippet=SearchHeadline(
                 "content",

@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from config.rows import column as column  # the hot paths' SQL names columns with it
 from conversations.errors import Problem, ValidationFailed
 
 

@@ -12,22 +12,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any
 from uuid import UUID
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from config.rows import Rows, execute, row_update
-from conversations import notifications, validation
+from conversations import notifications, sql, validation
 from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import alternatives_at
 from conversations.serializers import message_payload
-from conversations.services.common import column, raise_if
+from conversations.services.common import raise_if
 from conversations.services.quotas import message_quota_take
-from conversations.services.usage import usage_statements
+from conversations.services.usage import usage_increments
 from conversations.validation import title_from_message
 
 
@@ -80,19 +78,6 @@ def branch_target(*, locked: Conversation, branch_id: UUID | None) -> Branch:
     return Branch.objects.get(pk=key, conversation_id=locked.pk)
 
 
-_BRANCHES, _MESSAGES = Rows(Branch), Rows(Message)
-
-
-@cache
-def _branch_advance_sql() -> str:
-    count = column(Branch, "message_count")
-    return (
-        f"UPDATE {_BRANCHES.table} SET {count} = {count} + %s "
-        f"WHERE {column(Branch, 'id')} = %s AND {column(Branch, 'conversation')} = %s "
-        f"RETURNING {_BRANCHES.columns()}"
-    )
-
-
 def branch_advance(*, locked: Conversation, branch_id: UUID | None, by: int) -> Branch:
     """`branch_target`, with its counter moved on by the `by` messages about to be appended,
     in one statement (UPDATE ... RETURNING) instead of a read and a write. Under the
@@ -100,17 +85,10 @@ def branch_advance(*, locked: Conversation, branch_id: UUID | None, by: int) -> 
     (`_insert(..., counted=True)`). Branch.DoesNotExist for another conversation's branch."""
     # No active branch happens only for a moment while a conversation is created.
     key = branch_id or locked.active_branch_id or branch_target(locked=locked, branch_id=None).pk
-    params = [
-        by,
-        Branch._meta.pk.get_db_prep_value(key, connection),
-        Conversation._meta.pk.get_db_prep_value(locked.pk, connection),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_branch_advance_sql(), params)
-        row = cursor.fetchone()
-    if row is None:
+    branch = sql.branch_count_advance(branch_id=key, conversation_id=locked.pk, by=by)
+    if branch is None:
         raise Branch.DoesNotExist
-    return _BRANCHES.read(row)
+    return branch
 
 
 def _insert(
@@ -129,8 +107,8 @@ def _insert(
     start = branch.message_count - len(messages) if counted else branch.message_count
     rows = [
         # NewMessage's fields are Message's own, by the same names.
-        _MESSAGES.new(
-            {
+        sql.message_new(
+            values={
                 **vars(new),
                 "id": new.id or uuid.uuid4(),
                 "conversation_id": conversation.pk,
@@ -142,16 +120,17 @@ def _insert(
         for offset, new in enumerate(messages)
     ]
     end, total = start + len(rows), locked.message_count + len(rows)
-    # In the same transaction: the usage dashboard counts exactly what was stored.
-    usage = usage_statements(
-        owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows
-    )
-    writes = [_MESSAGES.insert(rows), *usage]
-    if not counted:
-        writes.append(row_update(Branch, branch.pk, {"message_count": end}))
     counters = {"message_count": total, "last_activity_at": now}
-    writes.append(row_update(Conversation, conversation.pk, {**counters, **(changes or {})}))
-    execute(*writes)
+    sql.messages_append_write(
+        messages=rows,
+        # In the same transaction: the usage dashboard counts exactly what was stored.
+        usage=usage_increments(
+            owner_id=locked.owner_id, conversation_id=conversation.pk, messages=rows
+        ),
+        branch_count=None if counted else (branch.pk, end),
+        conversation_id=conversation.pk,
+        conversation_values={**counters, **(changes or {})},
+    )
     branch.message_count = end
     locked.message_count = conversation.message_count = total
     conversation.last_activity_at = now

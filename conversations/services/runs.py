@@ -4,8 +4,6 @@ publishes what these end."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
 from uuid import UUID
 
 from django.db import connection
@@ -13,9 +11,8 @@ from django.db.transaction import TransactionManagementError
 from django.dispatch import Signal
 from django.utils import timezone
 
-from config.rows import Rows
+from conversations import sql
 from conversations.models import Conversation, Run
-from conversations.services.common import column
 from conversations.services.messages import LOCKED_FIELDS
 
 # Sent inside a deleting transaction with the runs it ends (`runs`: Run objects, already
@@ -46,32 +43,6 @@ class RunLock:
     client_id_taken: bool  # a run of it was started with the client id asked about
 
 
-_LOCKED = Rows(Conversation, (*LOCKED_FIELDS, "model"))
-
-
-@cache
-def _lock_sql(*, client_id: bool) -> str:
-    """The statement behind `conversation_lock_for_run`, written once: the ORM spent
-    about 0.75 ms of CPU compiling it for every message sent, six times what running it
-    costs."""
-    quote = connection.ops.quote_name
-    key = column(Conversation, "id")
-    runs = (
-        f"SELECT 1 FROM {quote(Run._meta.db_table)} r "
-        f"WHERE r.{column(Run, 'conversation')} = c.{key}"
-    )
-    statuses = ", ".join(["%s"] * len(Run.ACTIVE_STATUSES))
-    active = f"EXISTS ({runs} AND r.{column(Run, 'status')} IN ({statuses}))"
-    taken = f"EXISTS ({runs} AND r.{column(Run, 'client_id')} = %s)"
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    return (
-        f"SELECT {_LOCKED.columns('c')}, {active} AS run_active, "
-        f"{taken if client_id else '0 = 1'} AS client_id_taken "
-        f"FROM {quote(Conversation._meta.db_table)} c "
-        f"WHERE c.{key} = %s AND c.{column(Conversation, 'owner')} = %s{lock}"
-    )
-
-
 def conversation_lock_for_run(*, conversation: Conversation, client_id: str = "") -> RunLock:
     """`conversation_lock` (with the model a run uses) for starting a run, with what the
     start must know first read in the same statement: whether a run is active, and
@@ -87,16 +58,14 @@ def conversation_lock_for_run(*, conversation: Conversation, client_id: str = ""
     """
     if not connection.in_atomic_block:
         raise TransactionManagementError("the run lock is taken inside a transaction")
-    params: list[Any] = [str(status) for status in Run.ACTIVE_STATUSES]
-    if client_id:
-        params.append(client_id)
-    params += [
-        Conversation._meta.pk.get_db_prep_value(conversation.pk, connection),
-        conversation.owner_id,
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_lock_sql(client_id=bool(client_id)), params)
-        row = cursor.fetchone()
-    if row is None:
+    # One statement, written once (conversations/sql): the ORM's would cost more CPU to
+    # build than the database spends running it, on every message sent.
+    found = sql.conversation_run_lock(
+        conversation_id=conversation.pk,
+        owner_id=conversation.owner_id,
+        client_id=client_id,
+        fields=(*LOCKED_FIELDS, "model"),
+    )
+    if found is None:
         raise Conversation.DoesNotExist
-    return RunLock(_LOCKED.read(row), bool(row[-2]), bool(row[-1]))
+    return RunLock(*found)

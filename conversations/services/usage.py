@@ -9,16 +9,14 @@ always does. A delete leaves them: the dashboard reports spend that happened.
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date
-from functools import cache
 from typing import Any
 from uuid import UUID
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import transaction
 from django.db.models import BigIntegerField, Case, Count, Q, Sum, Value, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, TruncDate
 
-from config.rows import Statement
 from conversations.models import Conversation, Message, UsageDay
 from conversations.validation import USAGE_COUNTS
 
@@ -47,26 +45,12 @@ class _Day:
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_COUNTS, 0))
 
 
-@cache
-def _upsert_sql() -> str:
-    table = connection.ops.quote_name(UsageDay._meta.db_table)
-    sums = ("messages", "user_messages", *USAGE_COUNTS)
-    columns = ("day", "owner_id", "conversation_id", *sums)
-    # PostgreSQL and SQLite (3.24+) both take this: one statement whether or not the
-    # conversation already has a row for the day.
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))}) "
-        "ON CONFLICT (day, conversation_id) DO UPDATE SET "
-        + ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in sums)
-    )
-
-
-def usage_statements(
+def usage_increments(
     *, owner_id: int, conversation_id: UUID, messages: Iterable[Message]
-) -> list[Statement]:
-    """What counts newly stored messages of one conversation (an upsert per day), for
-    the storing transaction to run with its own writes (`rows.execute`).
+) -> list[UsageDay]:
+    """What newly stored messages of one conversation add to its rows, a day each (unsaved
+    rows of the increments), for the storing transaction to add with its own writes
+    (`sql.messages_append_write`).
 
     Only the services' append path counts, and it never stores copies; the counting
     rule is the rebuild's (`_rollup_rows`), written for Python."""
@@ -78,21 +62,14 @@ def usage_statements(
         usage = message.usage if isinstance(message.usage, dict) else {}
         for name in USAGE_COUNTS:
             day.tokens[name] += _summable(usage.get(name))
-    db = connections[DEFAULT_DB_ALIAS]
-    conversation = UsageDay._meta.get_field("conversation_id").get_db_prep_value(
-        conversation_id, db
-    )
     return [
-        (
-            _upsert_sql(),
-            [
-                db.ops.adapt_datefield_value(day_date),
-                owner_id,
-                conversation,
-                day.messages,
-                day.user_messages,
-                *(day.tokens[name] for name in USAGE_COUNTS),
-            ],
+        UsageDay(
+            day=day_date,
+            owner_id=owner_id,
+            conversation_id=conversation_id,
+            messages=day.messages,
+            user_messages=day.user_messages,
+            **day.tokens,
         )
         for day_date, day in days.items()
     ]

@@ -221,3 +221,24 @@ def test_paginator_counts_exactly_up_to_the_cap(owner):
     assert paginator.count == 3
     assert paginator.num_pages == 2
     assert COUNT_CAP >= 1000
+
+
+def test_paginator_past_the_cap_counts_by_the_planners_estimate(owner, outsider, monkeypatch):
+    from django.db import connection
+
+    from conversations.admin import paging
+
+    for i in range(3):
+        chat(owner, f"c{i}", turns=0)
+    chat(outsider, "theirs", turns=0)
+    monkeypatch.setattr(paging, "COUNT_CAP", 1)
+    everything = Conversation.objects.order_by("pk")
+    mine = everything.filter(owner=owner)
+    if connection.vendor != "postgresql":
+        # No planner to ask: the capped count stands.
+        assert EstimatedCountPaginator(everything, 2).count == 2
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(Conversation._meta.db_table)}")
+    assert EstimatedCountPaginator(everything, 2).count == 4
+    assert EstimatedCountPaginator(mine, 2).count == 3

@@ -1,6 +1,7 @@
-"""A run's start writes and reads its rows with SQL written once (config/rows.py)
-instead of the ORM's per-call compiling: what it stores and the instances it hands back
-must be exactly the ORM's, on PostgreSQL and SQLite alike."""
+"""A run's start writes and reads its rows with SQL written once (conversations/sql, by
+the row reader of accounts/sql/rows.py) instead of the ORM's per-call compiling: what it
+stores and the instances it hands back must be exactly the ORM's, on PostgreSQL and
+SQLite alike."""
 
 import dataclasses
 import uuid
@@ -10,7 +11,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
-from config.rows import Rows, execute, row_update
+from accounts.sql import Rows, execute, row_update
 from conversations import engine, services
 from conversations.models import Branch, Conversation, Message, Run, UsageDay
 from conversations.services import NewMessage

@@ -1,12 +1,10 @@
-"""Rows of the hot paths (a message sent, a run started, a step taken, an API key
-checked) written and read by SQL made once from the models' fields, without the ORM's
-per-call work.
+"""The row reader every app's hand-written statements use: INSERT and UPDATE statements
+made once from a model's fields, and rows read back into the instances the ORM makes.
 
-Compiling a query cost the ORM 0.3-0.5 ms of CPU per statement, and making instances of
-a raw() query's rows nearly as much; these statements run on every message sent.
 What goes in is prepared and what comes out converted exactly as the ORM does it (the
 fields' own `get_db_prep_save` and the backend's and fields' converters), so the
-instances are the ones the ORM would make, on PostgreSQL and SQLite alike.
+instances are the ones the ORM would make, on PostgreSQL and SQLite alike. It lives in
+accounts, the app every other one may import.
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
