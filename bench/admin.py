@@ -18,7 +18,10 @@ measures:
 - the delete action on those 100 conversations (confirmation skipped, audited).
 
 Everything runs as throwaway `bench-admin-*` users whose rows (and the audit events the
-benchmark wrote) are removed at the end, also on error.
+benchmark wrote) are removed at the end, also on error. It measures PostgreSQL
+(DATABASE_URL); with --allow-sqlite it also runs on SQLite, seeding by bulk inserts
+(bench/admin_seed.py). `--users`, `--conversations`, `--long` and `--long-messages` set
+the sizes.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley .venv/bin/python -m bench.admin
 """
@@ -32,32 +35,29 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable
 from functools import partial
 from random import Random
 from typing import Any
 
-from bench.common import django_setup
+from bench.common import database_label, database_refused, django_setup
 
 django_setup("config.settings.local")
 
 from django.core.management import call_command  # noqa: E402
-from django.db import connection, models, transaction  # noqa: E402
+from django.db import models  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 from django.urls import reverse  # noqa: E402
-from django.utils import timezone  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
 from accounts.models import User  # noqa: E402
+from bench.admin_seed import seed, usage_fill  # noqa: E402
 from conversations import services  # noqa: E402
 from conversations.models import (  # noqa: E402
     AuditEvent,
     Branch,
     Conversation,
     Message,
-    Run,
     UsageDay,
 )
 
@@ -65,7 +65,6 @@ USERS = 1_000
 CONVERSATIONS = 100_000
 LONG_CONVERSATIONS = 100
 LONG_MESSAGES = 10_000
-ACTIVITY_DAYS = 90
 REPEATS = 30
 TARGETS = {
     "changelist_p50_ms": 300.0,
@@ -77,37 +76,11 @@ TARGETS = {
     "search_p50_ms": 300.0,
 }
 CHANGELIST = reverse("admin:conversations_conversation_changelist")
-WORDS = [
-    "the",
-    "model",
-    "returned",
-    "a",
-    "summary",
-    "of",
-    "quarterly",
-    "revenue",
-    "and",
-    "asked",
-    "whether",
-    "the",
-    "draft",
-    "should",
-    "mention",
-    "churn",
-    "pricing",
-    "latency",
-    "growth",
-    "customers",
-    "reported",
-    "faster",
-    "replies",
-    "after",
-    "caching",
-]
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=USERS, help="conversation owners")
     parser.add_argument("--conversations", type=int, default=CONVERSATIONS)
     parser.add_argument("--long", type=int, default=LONG_CONVERSATIONS)
     parser.add_argument("--long-messages", type=int, default=LONG_MESSAGES)
@@ -116,202 +89,6 @@ def parse_args() -> argparse.Namespace:
     # Internal: the export measurement, run in a child process.
     parser.add_argument("--export-child", metavar="JSON", help=argparse.SUPPRESS)
     return parser.parse_args()
-
-
-# --- seeding with COPY -----------------------------------------------------------------
-
-
-def copy_rows(model: type[models.Model], rows: Iterable[dict[str, Any]]) -> int:
-    """COPY rows into the model's table; fields a row leaves out take their defaults."""
-    fields = model._meta.concrete_fields
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    table = connection.ops.quote_name(model._meta.db_table)
-    defaults = {f.attname: f.get_default() for f in fields}
-    json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
-    written = 0
-    connection.ensure_connection()
-    raw: Any = connection.connection
-    with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-        for row in rows:
-            values = []
-            for field in fields:
-                value = row.get(field.attname, defaults[field.attname])
-                if field.attname in json_fields and value is not None:
-                    value = json.dumps(value)
-                values.append(value)
-            copy.write_row(values)
-            written += 1
-    return written
-
-
-def texts(rng: Random, count: int, chars: int) -> list[str]:
-    out = []
-    for _ in range(count):
-        words: list[str] = []
-        while sum(len(w) + 1 for w in words) < chars:
-            words.append(rng.choice(WORDS))
-        out.append(" ".join(words).capitalize() + ".")
-    return out
-
-
-def long_conversation_rows(
-    conversation_id: uuid.UUID,
-    branch_id: uuid.UUID,
-    size: int,
-    end: datetime,
-    rng: Random,
-    pool: list[str],
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """("message" | "run", row) for one long conversation, all on its root branch: user
-    turn, sometimes a tool call and its result, then the assistant's reply with usage; a
-    completed run per turn."""
-    seq = 0
-    start = end - timedelta(seconds=size * 30)
-    run_id: uuid.UUID | None = None
-
-    def message(**fields: Any) -> tuple[str, dict[str, Any]]:
-        nonlocal seq
-        seq += 1
-        at = start + timedelta(seconds=seq * 30)
-        return "message", {
-            "id": uuid.uuid4(),
-            "conversation_id": conversation_id,
-            "branch_id": branch_id,
-            "seq": seq,
-            "created_at": at,
-            "run_id": run_id,
-            **fields,
-        }
-
-    while seq < size:
-        run_id = None
-        user = message(role="user", content=rng.choice(pool))
-        yield user
-        run_id = uuid.uuid4()
-        at = user[1]["created_at"]
-        yield (
-            "run",
-            {
-                "id": run_id,
-                "conversation_id": conversation_id,
-                "branch_id": branch_id,
-                "trigger_message_id": user[1]["id"],
-                "status": Run.Status.COMPLETED,
-                "model": "gpt-4o-mini",
-                "iterations": 1,
-                "usage": {"prompt_tokens": 900, "completion_tokens": 120, "total_tokens": 1020},
-                "created_at": at,
-                "started_at": at,
-                "finished_at": at,
-                "updated_at": at,
-            },
-        )
-        if rng.random() < 0.2 and seq + 3 <= size:
-            call = f"call_{secrets.token_hex(6)}"
-            arguments = json.dumps({"expression": f"{rng.randint(1, 999)} * 1.2"})
-            yield message(
-                role="assistant",
-                tool_calls=[{"id": call, "name": "calculator", "arguments": arguments}],
-            )
-            yield message(role="tool", tool_call_id=call, name="calculator", content="42.0")
-        if seq < size:
-            yield message(
-                role="assistant",
-                content=rng.choice(pool),
-                usage={"prompt_tokens": 450, "completion_tokens": 60, "total_tokens": 510},
-            )
-
-
-def seed(prefix: str, args: argparse.Namespace, rng: Random) -> tuple[User, list[uuid.UUID]]:
-    """Users, conversations with their root branches, then the long conversations'
-    messages and runs."""
-    root = User.objects.create_superuser(username=f"{prefix}root", password=secrets.token_hex())
-    User.objects.bulk_create(
-        [
-            User(username=f"{prefix}{i:04d}", email=f"{prefix}{i:04d}@example.com")
-            for i in range(USERS)
-        ]
-    )
-    owner_ids = list(
-        User.objects.filter(username__startswith=prefix, is_superuser=False).values_list(
-            "pk", flat=True
-        )
-    )
-    now = timezone.now()
-    titles = texts(rng, 500, 40)
-    long_ids = [uuid.uuid4() for _ in range(args.long)]
-    roots: list[dict[str, Any]] = []
-
-    def conversations() -> Iterator[dict[str, Any]]:
-        for index in tqdm(range(args.conversations), desc="conversations", unit="conv"):
-            long = index < args.long
-            active = now - timedelta(seconds=rng.randint(0, ACTIVITY_DAYS * 86400))
-            conversation_id = long_ids[index] if long else uuid.uuid4()
-            created_at = active - timedelta(days=rng.randint(0, 30))
-            root_id = uuid.uuid4()
-            roots.append(
-                {
-                    "id": root_id,
-                    "conversation_id": conversation_id,
-                    "message_count": args.long_messages if long else 0,
-                    "created_at": created_at,
-                }
-            )
-            yield {
-                "id": conversation_id,
-                "owner_id": owner_ids[index % len(owner_ids)],
-                "title": rng.choice(titles)[:80],
-                "system_prompt": "You are a concise assistant for a small analytics team.",
-                "model": "gpt-4o-mini" if index % 7 else "llama3.1:8b",
-                "message_count": args.long_messages if long else 0,
-                "active_branch_id": root_id,
-                "created_at": created_at,
-                "updated_at": active,
-                "last_activity_at": active,
-                "flagged": index % 500 == 0,
-                "flag_reason": "reported" if index % 500 == 0 else "",
-                "archived_at": active if index % 11 == 0 else None,
-            }
-
-    # One transaction: a conversation and its root point at each other, checked at commit.
-    with transaction.atomic():
-        copy_rows(Conversation, conversations())
-        copy_rows(Branch, roots)
-    root_of = {row["conversation_id"]: row["id"] for row in roots[: args.long]}
-
-    pool = texts(rng, 2000, 200)
-    runs: list[dict[str, Any]] = []
-
-    def messages() -> Iterator[dict[str, Any]]:
-        with tqdm(total=args.long * args.long_messages, desc="messages", unit="msg") as bar:
-            for conversation_id in long_ids:
-                for kind, row in long_conversation_rows(
-                    conversation_id, root_of[conversation_id], args.long_messages, now, rng, pool
-                ):
-                    if kind == "run":
-                        runs.append(row)
-                    else:
-                        bar.update()
-                        yield row
-
-    copy_rows(Message, messages())
-    copy_rows(Run, runs)
-    with connection.cursor() as cursor:
-        for model in (User, Conversation, Branch, Message, Run):
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
-    return root, long_ids
-
-
-def usage_fill() -> float:
-    """COPY bypasses the services, so the usage rollup is filled as the migration fills it
-    on an existing database; returns the seconds that took."""
-    started = time.perf_counter()
-    with tqdm(total=Conversation.objects.count(), desc="usage rollup", unit="conv") as bar:
-        services.usage_rebuild(progress=bar.update)
-    seconds = time.perf_counter() - started
-    with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {connection.ops.quote_name(UsageDay._meta.db_table)}")
-    return seconds
 
 
 # --- measurements ----------------------------------------------------------------------
@@ -431,7 +208,7 @@ def run(args: argparse.Namespace, prefix: str) -> None:
             "changelist, filter flagged": f"{CHANGELIST}?flagged__exact=1",
             "changelist, filter model + archived": f"{CHANGELIST}?model=llama3.1:8b&archived=no",
             "changelist, search owner": f"{CHANGELIST}?q={some_owner.username}",
-            "changelist, search exact id": f"{CHANGELIST}?q={long_ids[3]}",
+            "changelist, search exact id": f"{CHANGELIST}?q={long_ids[-1]}",
             "changelist, search title word": f"{CHANGELIST}?q=revenue",
             f"transcript page 1 ({args.long_messages:,} msgs)": transcript,
             f"transcript page {last_page}": f"{transcript}?page={last_page}",
@@ -517,14 +294,6 @@ def run(args: argparse.Namespace, prefix: str) -> None:
     print(f"delete: {delete_s:.2f} s (target <= 5 s) {verdict(delete_s <= TARGETS['delete_s'])}")
 
 
-def database_label() -> str:
-    if connection.vendor != "postgresql":
-        return connection.display_name
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        return f"PostgreSQL {cursor.fetchone()[0]}"
-
-
 def cleanup(prefix: str) -> None:
     users = User.objects.filter(username__startswith=prefix)
     ids = list(users.values_list("pk", flat=True))
@@ -549,8 +318,8 @@ def main() -> None:
         with override_settings(STORAGES=PLAIN_STATIC):
             export_child(args.export_child)
         return
-    if connection.vendor != "postgresql" and not args.allow_sqlite:
-        sys.exit("bench.admin measures PostgreSQL; set DATABASE_URL (or pass --allow-sqlite)")
+    if database_refused("admin", args.allow_sqlite):
+        sys.exit(2)
     call_command("migrate", verbosity=0)
     prefix = f"bench-admin-{secrets.token_hex(3)}-"
     # Deletes notify open sockets through the channel layer, as in production.

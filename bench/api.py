@@ -1,6 +1,6 @@
 """REST API read benchmark: message pages, conversation pages and search at scale.
 
-Builds, for a throwaway `bench-api-*` user on PostgreSQL: 1,000 conversations, one of
+Builds, for a throwaway `bench-api-*` user: 1,000 conversations, one of
 them with 100,000 messages, and 1,000,000 messages in all (the others share the rest), with
 ~200-character texts drawn from a skewed vocabulary so search words range from rare to
 common. Each conversation gets its root branch, holding all its messages (bulk inserts
@@ -13,13 +13,16 @@ throttle, view, JSON), round-robin:
 - GET conversations/?limit=50, at random depths via the `next` cursors;
 - GET search/?q=... for rare, medium and common words and a two-word query.
 
-Everything the benchmark created is deleted at the end, also on error.
+Everything the benchmark created is deleted at the end, also on error. It measures
+PostgreSQL's search (DATABASE_URL); with --allow-sqlite it also runs on SQLite, loading by
+bulk inserts and searching with SQLite's substring match.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley .venv/bin/python -m bench.api
 """
 
 import argparse
 import io
+import itertools
 import os
 import platform
 import secrets
@@ -37,7 +40,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from bench.common import django_setup
+from bench.common import analyze, database_label, database_refused, django_setup
 
 django_setup("config.settings.local")
 
@@ -48,6 +51,7 @@ from django.test.utils import override_settings  # noqa: E402
 
 from accounts import services as account_services  # noqa: E402
 from accounts.models import User  # noqa: E402
+from conversations import selectors  # noqa: E402
 from conversations.models import Branch, Conversation, Message  # noqa: E402
 
 CONVERSATIONS = 1_000
@@ -75,7 +79,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=200, help="timed requests per row")
     parser.add_argument("--total", type=int, default=TOTAL, help="messages in all")
     parser.add_argument("--big", type=int, default=BIG, help="messages in the big conversation")
-    return parser.parse_args()
+    parser.add_argument("--conversations", type=int, default=CONVERSATIONS)
+    parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
+    args = parser.parse_args()
+    if not args.conversations > 1 or not args.total > args.big > 200 or args.samples < 2:
+        parser.error("need 2+ conversations, --total > --big > 200 and --samples >= 2")
+    return args
 
 
 def vocabulary(rng: Random) -> list[str]:
@@ -104,7 +113,15 @@ class Texts:
 
 
 def copy_messages(rows: Any, count: int, label: str) -> None:
-    """COPY rows (conversation_id, branch_id, seq, role, content, created_at) in chunks."""
+    """COPY rows (conversation_id, branch_id, seq, role, content, created_at) in chunks;
+    bulk inserts outside PostgreSQL."""
+    if connection.vendor != "postgresql":
+        fields = ("conversation_id", "branch_id", "seq", "role", "content", "created_at")
+        messages = (Message(**dict(zip(fields, row, strict=True))) for row in rows)
+        with tqdm(total=count, desc=label, unit="msg", file=sys.stderr) as bar:
+            while chunk := list(itertools.islice(messages, 5000)):
+                bar.update(len(Message.objects.bulk_create(chunk)))
+        return
     # Every NOT NULL column without a database default is named (copied, reasoning too).
     columns = (
         "(id, conversation_id, branch_id, seq, role, kind, content, reasoning, tool_calls, "
@@ -132,11 +149,13 @@ def copy_messages(rows: Any, count: int, label: str) -> None:
             flush()
 
 
-def build(user: User, rng: Random, big_size: int, total: int) -> tuple[Conversation, list[str]]:
+def build(
+    user: User, rng: Random, big_size: int, total: int, count: int
+) -> tuple[Conversation, list[str]]:
     now = datetime.now(UTC)
-    per_other, extra = divmod(total - big_size, CONVERSATIONS - 1)
+    per_other, extra = divmod(total - big_size, count - 1)
     # Index 0 is the big one; each conversation's root branch holds its whole path.
-    counts = [big_size] + [per_other + (1 if i < extra else 0) for i in range(CONVERSATIONS - 1)]
+    counts = [big_size] + [per_other + (1 if i < extra else 0) for i in range(count - 1)]
     conversations = [
         Conversation(
             owner=user,
@@ -146,7 +165,7 @@ def build(user: User, rng: Random, big_size: int, total: int) -> tuple[Conversat
             message_count=counts[i],
             active_branch_id=uuid.uuid4(),
         )
-        for i in range(CONVERSATIONS)
+        for i in range(count)
     ]
     roots = [
         Branch(
@@ -174,24 +193,32 @@ def build(user: User, rng: Random, big_size: int, total: int) -> tuple[Conversat
                 created_at = start + timedelta(seconds=seq)
                 yield conversation_id, branch_id, seq, role, texts.text(), created_at
 
-    with connection.cursor() as cursor:
-        # One index build after the load is several times faster than upkeep per row.
-        cursor.execute("DROP INDEX IF EXISTS message_search_vector")
+    # One index build after the load is several times faster than upkeep per row.
+    search_index_drop()
     try:
         copy_messages(rows(), sum(sizes.values()), "loading messages")
     finally:
+        search_index_build()
+    analyze(Message, Conversation, Branch)
+    big.refresh_from_db()
+    return big, words
+
+
+def search_index_drop() -> None:
+    """The GIN index over the stored search vector (PostgreSQL only)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("DROP INDEX IF EXISTS message_search_vector")
+
+
+def search_index_build() -> None:
+    if connection.vendor == "postgresql":
         print("building the search index…", file=sys.stderr)
         with connection.cursor() as cursor:
             cursor.execute(
                 "CREATE INDEX IF NOT EXISTS message_search_vector ON conversations_message "
                 "USING gin (search_vector)"
             )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE conversations_message")
-        cursor.execute("ANALYZE conversations_conversation")
-        cursor.execute("ANALYZE conversations_branch")
-    big.refresh_from_db()
-    return big, words
 
 
 def cleanup(user: User) -> None:
@@ -201,23 +228,15 @@ def cleanup(user: User) -> None:
             "(SELECT id FROM conversations_conversation WHERE owner_id = %s)",
             [user.pk],
         )
-        cursor.execute(
-            "CREATE INDEX IF NOT EXISTS message_search_vector ON conversations_message "
-            "USING gin (search_vector)"
-        )
+    search_index_build()  # the load may have been stopped without it
     Conversation.objects.filter(owner=user).delete()
     user.delete()
 
 
-def matches(word: str) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM conversations_message "
-            "WHERE search_vector @@ websearch_to_tsquery('english', %s)",
-            [word],
-        )
-        (count,) = cursor.fetchone()
-    return int(count)
+def matches(user: User, words: str) -> int:
+    """The user's messages that search matches for `words`, by the search's own rule."""
+    mine = Message.objects.filter(conversation__owner=user)
+    return selectors.messages_matching(mine, words).count()
 
 
 def measure(
@@ -253,13 +272,13 @@ def main() -> None:
     # Stopping the benchmark (Ctrl-C, a timeout, kill) still runs the cleanup below.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    if connection.vendor != "postgresql":
-        sys.exit("bench.api measures PostgreSQL's search: set DATABASE_URL to a PostgreSQL URL")
+    if database_refused("api", args.allow_sqlite):
+        sys.exit(2)
     call_command("migrate", verbosity=0)
     rng = Random(20261122)
     user = User.objects.create_user(username=f"bench-api-{secrets.token_hex(4)}")
     try:
-        big, words = build(user, rng, args.big, args.total)
+        big, words = build(user, rng, args.big, args.total, args.conversations)
         total = Message.objects.filter(conversation__owner=user).count()
         # The throttle's counters in process memory: this machine runs no Redis for it.
         local_cache = override_settings(
@@ -271,8 +290,11 @@ def main() -> None:
         client = Client(HTTP_AUTHORIZATION=f"Bearer {secret}", HTTP_HOST="localhost")
 
         cursors = ["/api/v1/conversations/?limit=50"]
-        while len(cursors) < CONVERSATIONS // 50:
-            cursors.append(client.get(cursors[-1]).json()["next"])
+        while len(cursors) < args.conversations // 50:
+            following = client.get(cursors[-1]).json()["next"]
+            if not following:
+                break
+            cursors.append(following)
         queries = {
             "rare word": words[2000],
             "medium word": words[200],
@@ -292,7 +314,7 @@ def main() -> None:
             (
                 "GET conversations (50, random depth)",
                 lambda: rng.choice(cursors).replace("http://localhost", ""),
-                f"{CONVERSATIONS:,} conversations",
+                f"{args.conversations:,} conversations",
             ),
         ]
         for label, q in queries.items():
@@ -301,7 +323,7 @@ def main() -> None:
                 (
                     f"GET search ({label})",
                     partial(str, url),
-                    f"{matches(q):,} matching of {total:,}",
+                    f"{matches(user, q):,} matching of {total:,}",
                 )
             )
         for name, urls, detail in tqdm(plan, desc="measuring", file=sys.stderr):
@@ -313,12 +335,9 @@ def main() -> None:
 
 
 def report(results: list[Result], args: argparse.Namespace) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT version()")
-        (version,) = cursor.fetchone()
     out = io.StringIO()
     print(
-        f"bench.api on {version.split(' on ')[0]}, {os.cpu_count()} CPUs, Python "
+        f"bench.api on {database_label()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, samples={args.samples}\n",
         file=out,
     )

@@ -1,7 +1,7 @@
 """Branches benchmark: do edits, regenerations, switches, the model input and message
 pages cost the same on a 100,000-message path across 50 branches as on 10 messages?
 
-Builds, for a throwaway `bench-*` user on PostgreSQL, with bulk inserts
+Builds, for a throwaway `bench-*` user, with bulk inserts
 (bench/branch_tree.py): a conversation whose active path of 100,000 messages crosses 50
 chained branches (each forked from the previous one's path as an edit does, the old turn
 left on its branch; the last branches short, so the tail crosses several fork points; a
@@ -25,7 +25,8 @@ Regenerate and edit run their after-commit work for real (the run announced on t
 log in Redis, its first step sent to the broker, the notifications): REDIS_URL must name
 a running Redis. Each run they start is ended through the ORM before the next call, and
 the queued steps are taken off the broker at the end. Everything is deleted at the end,
-also on error or when stopped.
+also on error or when stopped. It measures PostgreSQL (DATABASE_URL); SQLite only with
+--allow-sqlite.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_bench \\
         REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python -m bench.branches
@@ -45,7 +46,14 @@ from functools import partial
 from random import Random
 from typing import Any
 
-from bench.common import django_setup, owner_delete, progress
+from bench.common import (
+    analyze,
+    database_label,
+    database_refused,
+    django_setup,
+    owner_delete,
+    progress,
+)
 
 django_setup("config.settings.local")
 
@@ -92,6 +100,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=30, help="timed calls per size")
     parser.add_argument("--length", type=int, default=SIZES["large"][0], help="the long path")
     parser.add_argument("--branches", type=int, default=SIZES["large"][1], help="on that path")
+    parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
     return parser.parse_args()
 
 
@@ -248,12 +257,9 @@ def queued_steps_drop(run_ids: list[str], keys_before: set[str]) -> int:
 
 
 def report(results: dict[str, dict[str, Timing]], notes: dict[str, str], repeats: int) -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        (version,) = cursor.fetchone()
     length, chain = SIZES["large"]
     print(
-        f"bench.branches on PostgreSQL {version}, {os.cpu_count()} CPUs, repeats={repeats}: "
+        f"bench.branches on {database_label()}, {os.cpu_count()} CPUs, repeats={repeats}: "
         f"{length:,} messages on a path across {chain} branches vs {SIZES['small'][0]} "
         f"across {SIZES['small'][1]}\n"
     )
@@ -284,8 +290,7 @@ def main() -> int:
     args = parse_args()
     SIZES["large"] = (args.length, args.branches)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"stopped by signal {signum}"))
-    if connection.vendor != "postgresql":
-        progress("bench.branches measures PostgreSQL: set DATABASE_URL to a PostgreSQL URL")
+    if database_refused("branches", args.allow_sqlite):
         return 2
     try:
         eventlog.redis_client().ping()
@@ -303,9 +308,7 @@ def main() -> int:
             progress(f"building {length:,} messages on {chain} branches…")
             deep = min(DEEP_FORK, chain - 2) if chain > 2 else None
             trees[size] = tree_build(owner, length=length, chain=chain, rng=rng, deep_fork=deep)
-        with connection.cursor() as cursor:
-            for table in ("conversation", "branch", "message", "run"):
-                cursor.execute(f"ANALYZE conversations_{table}")
+        analyze(Conversation, Branch, Message, Run)
         before = {size: deep_page_queries(tree) for size, tree in trees.items()}
         results: dict[str, dict[str, Timing]] = {}
         notes: dict[str, str] = {}

@@ -39,12 +39,13 @@ from django.db import connection
 
 from accounts.models import User
 from accounts.services import api_key_create
-from bench.common import cpu_seconds, owner_delete, pct, progress
+from bench.common import analyze, cpu_seconds, owner_delete, pct, progress
 from bench.procfile import procfile_stack
 from bench.resume import Stack
-from bench.state import analyze, build_conversation
+from bench.state import build_conversation
 from config.settings.base import CACHES
 from conversations.engine import eventlog
+from conversations.models import Conversation, Message, Run
 
 SIZES = (10, 10_000, 50_000)
 TARGETS_MS = {10: 25.0, 10_000: 50.0, 50_000: 50.0}
@@ -129,7 +130,7 @@ def sizes_seed(
         cleanup.callback(eventlog.redis_client().delete, *throttles)
         count = WARM_UP + calls if messages < FRESH_BELOW else 1
         seeded.append(Size(messages, key, seed(owner, messages, count, rng)))
-    analyze()
+    analyze(Conversation, Message, Run)
     return seeded
 
 

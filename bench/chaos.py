@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from bench.common import django_setup
+from bench.common import django_setup, owner_delete, progress
 
 django_setup()
 
@@ -290,16 +290,11 @@ def redis_server() -> Iterator[str]:
 
 
 def cleanup(owner: User) -> None:
-    run_ids = Run.objects.filter(conversation__owner=owner).values_list("id", flat=True)
-    keys = [eventlog.stream_key(run_id) for run_id in run_ids]
-    if keys:
-        eventlog.redis_client().delete(*keys)
-    Conversation.objects.filter(owner=owner).delete()
-    owner.delete()
+    owner_delete(owner)
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {SIDE_EFFECTS}")
         cursor.execute(f"DROP TABLE IF EXISTS {EXECUTIONS}")
-    print(f"\ncleaned up user {owner.username}, its {len(keys)} runs and the tool tables")
+    progress("dropped the tool tables")
 
 
 ROW = "{:>5}  {:>8}  {:>8}  {:<13}  {:>10}  {}"

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 import django
 
 if TYPE_CHECKING:
+    from django.db.models import Model
+
     from accounts.models import User
+    from tests.e2e.processes import ChildProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,6 +42,28 @@ def database_refused(bench: str, allow_sqlite: bool) -> bool:
         return False
     progress(f"bench.{bench} measures PostgreSQL, not {connection.vendor}: set DATABASE_URL")
     return True
+
+
+def database_label() -> str:
+    """The database measured, for a report's header: PostgreSQL with its server version."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return str(connection.display_name)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return f"PostgreSQL {cursor.fetchone()[0]}"
+
+
+def analyze(*models: "type[Model]") -> None:
+    """Fresh planner statistics after a bulk load (PostgreSQL; nothing to do elsewhere)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for model in models:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
 
 
 def pct(samples: list[float], q: int) -> float:
@@ -90,6 +115,16 @@ def owner_delete(owner: "User") -> None:
     UsageDay.objects.filter(owner=owner).delete()
     owner.delete()
     progress(f"cleaned up user {owner.username}, its conversations and {len(keys)} run logs")
+
+
+def process_stop(process: "ChildProcess") -> None:
+    """Stop a worker or web process this benchmark started, and delete its log (kept, and
+    named, when PARLEY_BENCH_KEEP_LOGS is set)."""
+    process.stop()
+    if os.environ.get("PARLEY_BENCH_KEEP_LOGS"):
+        progress(f"log kept: {process.log_path}")
+    else:
+        process.log_path.unlink(missing_ok=True)
 
 
 def status_kib(pid: int, field: str = "VmRSS") -> int:

@@ -33,6 +33,7 @@ error. Exit code 0 whatever the verdicts.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
         .venv/bin/python -m bench.fanout [--clients 200 --tokens 200 --tokens-per-second 20]
+        [--probes 10 --pause 2]
 """
 
 import argparse
@@ -202,15 +203,18 @@ async def reply_follow(client: Client, silence: float = SILENCE_SECONDS) -> None
         await asyncio.wait_for(reader, 30)
 
 
-async def fanout(stack: Stack, clients: list[Client], rss: dict[str, int]) -> dict[str, float]:
-    """Open every socket, then start and follow all replies at once; CPU cores used."""
+async def fanout(
+    stack: Stack, clients: list[Client], rss: dict[str, int], pause: float
+) -> dict[str, float]:
+    """Open every socket, then start and follow all replies at once; CPU cores used. Daphne's
+    RSS is read after `pause` seconds of quiet each time."""
     web = stack.webs[0]
 
     async def open_socket(client: Client) -> None:
         client.ws = await ws_open(web, client.conversation, stack.key)
 
     await each(clients, open_socket, gate=20)  # 20 handshakes at a time: no SYN flood
-    await asyncio.sleep(2)
+    await asyncio.sleep(pause)
     rss[f"{len(clients)} open, before the runs"] = rss_kib(web.process.pid)
     pids = {"Daphne": web.process.pid, "the worker": stack.worker.process.pid}
     pids |= {"the fake upstream": stack.fake.pid, "the clients (this process)": os.getpid()}
@@ -219,10 +223,10 @@ async def fanout(stack: Stack, clients: list[Client], rss: dict[str, int]) -> di
     await each(clients, reply_follow)
     sampler.cancel()
     used = cpu_used(samples, max((c.got[-1][0] for c in clients if finished(c.got)), default=0))
-    await asyncio.sleep(2)
+    await asyncio.sleep(pause)
     rss[f"{len(clients)} open, idle after the runs"] = rss_kib(web.process.pid)
     await asyncio.gather(*(c.ws.close() for c in clients if c.ws), return_exceptions=True)
-    await asyncio.sleep(2)
+    await asyncio.sleep(pause)
     rss["all closed again"] = rss_kib(web.process.pid)
     return used
 
@@ -295,6 +299,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=200, help="tokens per reply")
     parser.add_argument("--tokens-per-second", type=float, default=20.0)
     parser.add_argument("--probes", type=int, default=10, help="runs also read from Redis")
+    parser.add_argument("--pause", type=float, default=2.0, help="seconds idle before each RSS")
     common_arguments(parser)
     args = parser.parse_args()
     if min(args.clients, args.tokens, args.tokens_per_second) <= 0:
@@ -311,18 +316,18 @@ def main() -> int:
         )
         progress("warm-up: one socket, one reply")
         warm = [Client(stack.conversation())]
-        asyncio.run(fanout(stack, warm, {}))
+        asyncio.run(fanout(stack, warm, {}, args.pause))
         if warm[0].error or audit(warm[0].run_id, warm[0].got).problem:
             progress(f"the warm-up reply failed ({warm[0].error}); measuring anyway")
         rss = {"0 sockets": rss_kib(stack.webs[0].process.pid)}
         cold = [Client(stack.conversation()) for _ in range(count)]
         progress(f"first batch, {count} sockets (fresh worker threads): latency only")
-        asyncio.run(fanout(stack, cold, {}))
+        asyncio.run(fanout(stack, cold, {}, args.pause))
         clients = [Client(stack.conversation()) for _ in range(count)]
         for client in clients[: args.probes]:
             client.probe = []
         progress(f"measured batch, {count} sockets: connecting, then one reply each")
-        cpu = asyncio.run(fanout(stack, clients, rss))
+        cpu = asyncio.run(fanout(stack, clients, rss, args.pause))
         report(clients, cold, stack, rss, cpu)
     return 0
 

@@ -14,7 +14,8 @@ watchdog (as beat does) until every run has ended, and tallies what happened:
 A run passes when it ends `completed` with the whole reply stored and its streamed text
 equal to the stored one, or `failed` with a code and no partial reply stored; it fails the
 trial when it is still active after the sweeps, or the worker process exited. The exit
-code is 1 if any trial failed.
+code is 1 if any trial failed. It runs on PostgreSQL; with --allow-sqlite also on SQLite,
+without the database trials (dropping another process's connections needs a server).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_faults \\
         .venv/bin/python -m bench.faults [--redis 20] [--database 10] [--upstream 4]
@@ -22,13 +23,14 @@ code is 1 if any trial failed.
 
 import argparse
 import secrets
+import shutil
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from random import Random
 
-from bench.common import database_refused, django_setup, owner_delete, progress
+from bench.common import database_refused, django_setup, owner_delete, process_stop, progress
 
 django_setup()
 
@@ -68,6 +70,7 @@ class Bench:
     def __init__(self, redis: RestartableRedis, fake: FakeOpenAI, owner: User) -> None:
         self.redis, self.fake, self.owner = redis, fake, owner
         self.worker: ChildProcess | None = None
+        self.started: list[ChildProcess] = []  # every worker, a fresh one after an exit
 
     def worker_up(self) -> ChildProcess:
         if self.worker is None or self.worker.process.poll() is not None:
@@ -81,6 +84,7 @@ class Bench:
                     "PARLEY_RUN_LEASE_SECONDS": "3",
                 },
             )
+            self.started.append(self.worker)
         return self.worker
 
     def start_runs(self, label: str) -> list[Run]:
@@ -180,33 +184,39 @@ def main() -> int:
     parser.add_argument("--database", type=int, default=10, help="database connection drops")
     parser.add_argument("--upstream", type=int, default=4, help="trials of each upstream fault")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
     args = parser.parse_args()
-    if database_refused("faults", allow_sqlite=False):
+    if database_refused("faults", args.allow_sqlite):
+        return 2
+    if args.database and connection.vendor != "postgresql":
+        progress("bench.faults drops database connections on PostgreSQL only: pass --database 0")
         return 2
     call_command("migrate", verbosity=0)
     settings.PARLEY_RUN_QUEUED_GRACE_SECONDS = 3  # a lost queue is noticed by the next sweeps
     rng = Random(args.seed)
+    plan = [("redis", args.redis), ("database", args.database)] + [
+        (kind, args.upstream) for kind in ("stall", "cut", "garbage")
+    ]
     redis = RestartableRedis()
     redis.start()
     tallies: dict[str, Tally] = {}
-    owner = None
     try:
         with redis_switched(redis.url), FakeOpenAI() as fake:
             owner = User.objects.create_user(username=f"faults-{secrets.token_hex(6)}")
             bench = Bench(redis, fake, owner)
-            plan = [("redis", args.redis), ("database", args.database)] + [
-                (kind, args.upstream) for kind in ("stall", "cut", "garbage")
-            ]
-            for kind, count in plan:
-                tally = tallies.setdefault(kind, Tally())
-                for _ in range(count):
-                    bench.trial(kind, rng, tally)
-            if bench.worker is not None:
-                bench.worker.stop()
+            try:
+                for kind, count in [(kind, count) for kind, count in plan if count]:
+                    tally = tallies.setdefault(kind, Tally())
+                    for _ in range(count):
+                        bench.trial(kind, rng, tally)
+            finally:
+                for worker in bench.started:
+                    process_stop(worker)
+                owner_delete(owner)
             report(tallies)
-            owner_delete(owner)
     finally:
         redis.stop()
+        shutil.rmtree(redis.data_dir, ignore_errors=True)
     return 1 if any(t.failures for t in tallies.values()) else 0
 
 

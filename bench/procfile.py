@@ -31,8 +31,8 @@ from django.conf import settings
 
 from accounts.models import User
 from accounts.services import api_key_create
-from bench.common import ROOT, fake_start, owner_delete, progress
-from bench.resume import Stack, process_stop
+from bench.common import ROOT, fake_start, owner_delete, process_stop, progress
+from bench.resume import Stack
 from conversations.engine import eventlog
 from conversations.models import Run
 from tests.e2e.processes import ChildProcess, process_spawn, process_wait_ready

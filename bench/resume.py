@@ -17,7 +17,7 @@ logs are deleted and the processes stopped at the end, also on error. bench.fano
 harness (stack_up, ws_open, read_run, audit). Exit code 1 if any trial failed.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
-        .venv/bin/python -m bench.resume [--trials 50 --seed S]
+        .venv/bin/python -m bench.resume [--trials 50 --seed S --tokens 200]
 """
 
 import argparse
@@ -37,7 +37,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import database_refused, django_setup, fake_start, owner_delete, progress
+from bench.common import (
+    database_refused,
+    django_setup,
+    fake_start,
+    owner_delete,
+    process_stop,
+    progress,
+)
 
 django_setup()
 
@@ -51,7 +58,6 @@ from accounts.services import api_key_create  # noqa: E402
 from conversations import notifications, services  # noqa: E402
 from conversations.engine import eventlog  # noqa: E402
 from conversations.models import Message, Run  # noqa: E402
-from tests.e2e.processes import ChildProcess  # noqa: E402
 from tests.e2e.web import WebServer, web_start  # noqa: E402
 from tests.e2e.worker import Worker, worker_start  # noqa: E402
 from tests.redis_server import redis_start  # noqa: E402
@@ -91,14 +97,6 @@ class Stack:
 
     def conversation(self) -> str:
         return str(services.conversation_create(owner=self.owner).pk)
-
-
-def process_stop(process: ChildProcess) -> None:
-    process.stop()
-    if os.environ.get("PARLEY_BENCH_KEEP_LOGS"):
-        progress(f"log kept: {process.log_path}")
-    else:
-        process.log_path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -257,18 +255,21 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--seed", type=int, default=random.randrange(1, 10**6))
     parser.add_argument("--max-read", type=int, default=MAX_READ, help="events per connection")
+    parser.add_argument("--tokens", type=int, default=TOKENS, help="tokens per reply")
+    parser.add_argument("--tokens-per-second", type=float, default=TOKENS_PER_SECOND)
     common_arguments(parser)
     args = parser.parse_args()
-    if args.trials < 1 or args.max_read < 0:
-        parser.error("--trials must be >= 1 and --max-read >= 0")
+    if args.trials < 1 or args.max_read < 0 or min(args.tokens, args.tokens_per_second) <= 0:
+        parser.error("--trials and the reply's size and rate must be >= 1, --max-read >= 0")
     if database_refused("resume", args.allow_sqlite):
         return 2
     call_command("migrate", interactive=False, verbosity=0)
     trials = [Trial(n, args.seed + n, args.max_read) for n in range(args.trials)]
-    with stack_up(TOKENS, TOKENS_PER_SECOND, 2, webs=2) as stack:
+    with stack_up(args.tokens, args.tokens_per_second, 2, webs=2) as stack:
         print(
             f"bench.resume on {connection.display_name}, {os.cpu_count()} CPUs: {args.trials} "
-            f"trials, seed {args.seed}, replies of {TOKENS} tokens at {TOKENS_PER_SECOND:g}/s, "
+            f"trials, seed {args.seed}, replies of {args.tokens} tokens at "
+            f"{args.tokens_per_second:g}/s, "
             f"0-{args.max_read} events per connection, Daphnes A and B\n"
         )
         print("| trial | seed | cuts | aborts | to B | events | result |")

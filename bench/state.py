@@ -26,7 +26,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from bench.common import django_setup
+from bench.common import analyze, database_label, django_setup
 
 django_setup("config.settings.local")
 
@@ -152,22 +152,6 @@ def build_conversation(owner: User, size: int, rng: Random) -> Conversation:
     return conversation
 
 
-def database_label() -> str:
-    if connection.vendor != "postgresql":
-        return connection.display_name
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        return f"PostgreSQL {cursor.fetchone()[0]}"
-
-
-def analyze() -> None:
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        for model in (Conversation, Message, Run):
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
-
-
 def elapsed_ms(operation: Callable[[], object]) -> float:
     started = time.perf_counter()
     operation()
@@ -232,7 +216,7 @@ def report(
 def run(owner: User, sizes: list[int], repeats: int) -> None:
     rng = Random(20240601)
     conversations = {size: build_conversation(owner, size, rng) for size in sizes}
-    analyze()
+    analyze(Conversation, Message, Run)
     # Build first: it only reads, so every size is measured at exactly its nominal length.
     build = measure(
         {

@@ -6,7 +6,7 @@ being held whole: the inflater stops at the limit. This times `state_decode` on 
 growing inflated size and records the peak memory allocated while decoding (tracemalloc),
 beside an ordinary state, and prints a table:
 
-    .venv/bin/python -m bench.stateless [--repeats 30]
+    .venv/bin/python -m bench.stateless [--repeats 30] [--bombs 16,256,1024]
 
 Targets: a bomb is refused in under 50 ms (median), and the peak memory of inflating it
 stays the same whatever the bomb's size (bounded by the limit, not by what the state
@@ -43,7 +43,11 @@ def bomb(inflated_bytes: int) -> bytes:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--bombs", default="16,256,1024", help="MiB each bomb inflates to")
     args = parser.parse_args()
+    bombs = [int(size) for size in args.bombs.split(",")]
+    if args.repeats < 2 or not bombs or min(bombs) < 1:
+        parser.error("need --repeats >= 2 and bomb sizes of 1 MiB or more")
     django_setup()
     from django.conf import settings
 
@@ -56,9 +60,9 @@ def main() -> None:
         messages=[{"role": "user", "content": "hello " * 50}] * 40,
     )
     cases = [("ordinary (40 messages)", ordinary, "accepted")]
-    for size in (16 * MIB, 256 * MIB, 1024 * MIB):
-        state = cipher.encrypt(bomb(size)).decode()
-        cases.append((f"bomb inflating to {size // MIB} MiB", state, "too_large"))
+    for size in bombs:
+        state = cipher.encrypt(bomb(size * MIB)).decode()
+        cases.append((f"bomb inflating to {size} MiB", state, "too_large"))
 
     limit = settings.PARLEY_STATELESS_STATE_MAX_BYTES
     print(f"bench.stateless: limit {limit // MIB} MiB inflated, {args.repeats} decodes a row\n")

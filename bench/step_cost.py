@@ -20,6 +20,7 @@ end, also on error.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import threading
@@ -32,6 +33,8 @@ from bench.common import Row, django_setup, pct, progress, table_print
 django_setup("config.settings.local")
 
 import redis.connection as redis_connection  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
 from django.db.backends import utils as db_utils  # noqa: E402
 
 from accounts.models import User  # noqa: E402
@@ -121,11 +124,16 @@ def main() -> int:
     parser.add_argument("--sizes", default="10,10000")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warm-up", type=int, default=10)
-    parser.add_argument("--allow-sqlite", action="store_true")
+    parser.add_argument("--allow-sqlite", action="store_true", help="run on a non-PostgreSQL DB")
     args = parser.parse_args()
     if database_refused("step_cost", args.allow_sqlite):
         return 2
+    call_command("migrate", interactive=False, verbosity=0)
     sizes = [int(size) for size in args.sizes.split(",")]
+    print(
+        f"bench.step_cost on {connection.vendor}, {os.cpu_count()} CPUs, steps={args.steps}, "
+        f"sizes={','.join(map(str, sizes))}\n"
+    )
     counters_install()
     runner.provider_get = AtOnce
 

@@ -15,16 +15,18 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def database_url_for_tests() -> str:
-    """The URL of the database the test run uses (pytest-django's test database)."""
+def database_url_for_tests(name: str = "") -> str:
+    """The URL of the database the test run uses (pytest-django's test database), or of
+    the database `name` (a SQLite file, or a database on the same PostgreSQL server)."""
     settings = connection.settings_dict
+    name = name or str(settings["NAME"])
     if connection.vendor == "sqlite":
-        return f"sqlite:///{settings['NAME']}"
+        return f"sqlite:///{name}"
     user = settings.get("USER") or ""
     password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
     host = settings.get("HOST") or "127.0.0.1"
     port = settings.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
+    return f"postgres://{user}{password}@{host}:{port}/{name}"
 
 
 @dataclass
