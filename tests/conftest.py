@@ -42,6 +42,7 @@ def redis_url() -> Iterator[str]:
 
 
 from tests.fake_openai import FakeOpenAI  # noqa: E402
+from tests.protocol_check import protocol_checked  # noqa: E402, F401  # every test, autouse
 
 
 @pytest.fixture

@@ -360,7 +360,7 @@ async def test_run_cancel_ends_the_active_run(conversation, owner):
 def write_log(run: Run, *, finished: bool) -> list[dict[str, Any]]:
     writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
     writer.emit("run.created", run=run_payload(run))
-    writer.emit("message.created", message_id="m1", role="assistant")
+    writer.emit("message.created", message_id="m1", role="assistant", attempt=1)
     for word in ["Once ", "upon ", "a ", "time"]:
         writer.message_delta("m1", word)
     writer.flush()

@@ -32,6 +32,9 @@ from conversations.engine.eventlog import (
 )
 from conversations.engine.eventlog.reader import events_follow, events_read
 
+# Hand-made events exercise the log itself (conversations/protocol.py is not their concern).
+pytestmark = pytest.mark.synthetic_events
+
 HOUR_MS = 3_600_000
 
 

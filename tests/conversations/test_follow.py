@@ -26,6 +26,9 @@ from conversations.engine.eventlog import (
 from conversations.engine.eventlog import follow as follow_module
 from conversations.engine.eventlog import hub as hub_module
 
+# Hand-made events exercise the log itself (conversations/protocol.py is not their concern).
+pytestmark = pytest.mark.synthetic_events
+
 
 def sequences(items: list[Any]) -> list[int]:
     return [item["sequence_number"] for item in items if isinstance(item, dict)]

@@ -19,6 +19,9 @@ from conversations.engine.eventlog import (
 from conversations.engine.eventlog import hub as hub_module
 from conversations.engine.eventlog.reader import events_follow
 
+# Hand-made events exercise the log itself (conversations/protocol.py is not their concern).
+pytestmark = pytest.mark.synthetic_events
+
 
 def sequences(events: list[dict[str, Any]]) -> list[int]:
     return [event["sequence_number"] for event in events]

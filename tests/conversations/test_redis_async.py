@@ -22,6 +22,9 @@ from conversations.engine.eventlog import (
 )
 from conversations.engine.eventlog.connections import AppendsBatcher, appends_batcher
 
+# Hand-made events exercise the log itself (conversations/protocol.py is not their concern).
+pytestmark = pytest.mark.synthetic_events
+
 
 def new_run() -> str:
     return str(uuid.uuid4())

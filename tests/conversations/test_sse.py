@@ -30,7 +30,7 @@ def finished_run(conversation) -> tuple[Run, list[dict[str, Any]]]:
     run = Run.objects.create(conversation=conversation, status="completed")
     writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
     writer.emit("run.created", run=run_payload(run))
-    writer.emit("message.created", message_id="m1", role="assistant")
+    writer.emit("message.created", message_id="m1", role="assistant", attempt=1)
     for word in ["Hello ", "from ", "the ", "log"]:
         writer.message_delta("m1", word)
     writer.flush()
@@ -462,7 +462,7 @@ async def test_a_redis_restart_mid_stream_is_ridden_out(
     def write_on() -> None:
         # The worker writes on from where it was; the restarted server lost the rest.
         writer = eventlog.EventWriter(str(run.pk), next_sequence=1, coalesce_ms=0)
-        writer.emit("message.created", message_id="m1", role="assistant")
+        writer.emit("message.created", message_id="m1", role="assistant", attempt=1)
         writer.message_delta("m1", "Still here.")
         writer.emit("run.completed", run=run_payload(run))
 

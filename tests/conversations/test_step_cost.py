@@ -24,6 +24,7 @@ from conversations.selectors.branches import path_messages
 from conversations.selectors.history import path_history
 from conversations.services.messages import NewMessage, messages_append
 from tests.conversations.test_step_turns import run_threads
+from tests.events import run_dict
 from tests.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -142,7 +143,7 @@ def test_a_first_step_after_more_events_goes_on_after_the_last(
 ):
     run = start(conversation)
     # Something else was appended after the announcement: the step reads where the log is.
-    eventlog.EventWriter.open(str(run.id)).emit(eventlog.DRAFT_UPDATED, draft="x", by="user")
+    eventlog.EventWriter.open(str(run.id)).emit(eventlog.DRAFT_UPDATED, draft="x")
 
     step_run(str(run.id))
 
@@ -159,20 +160,20 @@ def test_a_first_step_after_more_events_goes_on_after_the_last(
 def test_the_second_event_lands_only_after_exactly_one(redis_url):
     client = redis_client()
     empty, one, two = (str(uuid.uuid4()) for _ in range(3))
-    eventlog.EventWriter(one).emit(eventlog.RUN_CREATED, run={"id": one})
+    eventlog.EventWriter(one).emit(eventlog.RUN_CREATED, run=run_dict(one))
     for _ in range(2):
-        eventlog.EventWriter.open(two).emit(eventlog.RUN_CREATED, run={"id": two})
+        eventlog.EventWriter.open(two).emit(eventlog.RUN_CREATED, run=run_dict(two))
     try:
         assert not eventlog.EventWriter(empty, next_sequence=1).emit_second(
-            eventlog.RUN_IN_PROGRESS, run={"id": empty}
+            eventlog.RUN_IN_PROGRESS, run=run_dict(empty)
         )
         assert not client.exists(eventlog.stream_key(empty))  # nothing made, no gap
         assert not eventlog.EventWriter(two, next_sequence=1).emit_second(
-            eventlog.RUN_IN_PROGRESS, run={"id": two}
+            eventlog.RUN_IN_PROGRESS, run=run_dict(two)
         )
         assert [e["type"] for e in eventlog.events_all(two)] == ["run.created"] * 2
         writer = eventlog.EventWriter(one, next_sequence=1)
-        assert writer.emit_second(eventlog.RUN_IN_PROGRESS, run={"id": one})
+        assert writer.emit_second(eventlog.RUN_IN_PROGRESS, run=run_dict(one))
         assert writer.next_sequence == 2
         assert [e["type"] for e in eventlog.events_all(one)] == ["run.created", "run.in_progress"]
         assert client.ttl(eventlog.stream_key(one)) > 0
@@ -184,15 +185,16 @@ def test_the_second_event_already_landed_by_a_retry_counts_as_written(redis_url)
     """redis-py resends a command whose connection dropped: the resent append is refused,
     yet the entry there is ours."""
     run_id = str(uuid.uuid4())
-    eventlog.EventWriter(run_id).emit(eventlog.RUN_CREATED, run={"id": run_id})
-    eventlog.EventWriter(run_id, next_sequence=1).emit(eventlog.RUN_IN_PROGRESS, run={"id": run_id})
+    run = run_dict(run_id)
+    eventlog.EventWriter(run_id).emit(eventlog.RUN_CREATED, run=run)
+    eventlog.EventWriter(run_id, next_sequence=1).emit(eventlog.RUN_IN_PROGRESS, run=run)
     try:
         writer = eventlog.EventWriter(run_id, next_sequence=1)
-        assert writer.emit_second(eventlog.RUN_IN_PROGRESS, run={"id": run_id})
+        assert writer.emit_second(eventlog.RUN_IN_PROGRESS, run=run)
         assert len(eventlog.events_all(run_id)) == 2
         # Another event there is a rival's, not ours.
         other = eventlog.EventWriter(run_id, next_sequence=1)
-        assert not other.emit_second(eventlog.RUN_IN_PROGRESS, run={"id": "another"})
+        assert not other.emit_second(eventlog.RUN_IN_PROGRESS, run=run_dict("another"))
     finally:
         redis_client().delete(eventlog.stream_key(run_id))
 

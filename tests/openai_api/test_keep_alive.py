@@ -17,6 +17,7 @@ from django.db import connections
 from conversations.engine import eventlog
 from conversations.models import Run
 from conversations.serializers import run_payload
+from tests.events import message_dict
 from tests.openai_api.conftest import BASE, key_for
 
 SILENCE = 1.0  # seconds between the run's first event and the rest
@@ -39,10 +40,10 @@ def _silent_run(conversation) -> Run:
 
     def reply() -> None:
         time.sleep(SILENCE)
-        writer.emit(eventlog.MESSAGE_CREATED, message_id=message_id, role="assistant")
+        writer.emit(eventlog.MESSAGE_CREATED, message_id=message_id, role="assistant", attempt=1)
         writer.message_delta(message_id, "At last.")
         writer.flush()
-        message = {"id": message_id, "role": "assistant", "content": "At last."}
+        message = message_dict(message_id, "At last.")
         writer.emit(eventlog.MESSAGE_COMPLETED, message=message)
         writer.emit(eventlog.RUN_COMPLETED, run=ended)
 

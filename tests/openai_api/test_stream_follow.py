@@ -21,6 +21,7 @@ from conversations.engine import eventlog
 from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Run
 from conversations.serializers import run_payload
+from tests.events import message_dict
 from tests.openai_api.conftest import BASE
 
 INTERVAL = 0.1  # the keep-alive interval for these tests: the caller is checked as often
@@ -44,9 +45,9 @@ def reply_write(run: Run, text: str) -> None:
     """The rest of the run's log, from where it stands (sequence 1)."""
     writer = eventlog.EventWriter(str(run.pk), next_sequence=1, coalesce_ms=0)
     message_id = str(uuid.uuid4())
-    writer.emit(eventlog.MESSAGE_CREATED, message_id=message_id, role="assistant")
+    writer.emit(eventlog.MESSAGE_CREATED, message_id=message_id, role="assistant", attempt=1)
     writer.message_delta(message_id, text)
-    message = {"id": message_id, "role": "assistant", "content": text}
+    message = message_dict(message_id, text)
     writer.emit(eventlog.MESSAGE_COMPLETED, message=message)
     writer.emit(eventlog.RUN_COMPLETED, run=run_payload(run) | {"status": "completed"})
 
