@@ -159,7 +159,7 @@ class DraftUpdated(_RunEvent):
 
 
 RUN_EVENTS: dict[str, type[_Shape]] = {
-    **{kind: RunChanged for kind in (ev.RUN_CREATED, ev.RUN_IN_PROGRESS, *ev.TERMINAL_TYPES)},
+    **dict.fromkeys((ev.RUN_CREATED, ev.RUN_IN_PROGRESS, *ev.TERMINAL_TYPES), RunChanged),
     ev.MESSAGE_CREATED: MessageCreated,
     ev.MESSAGE_DELTA: TextDelta,
     ev.REASONING_DELTA: TextDelta,

@@ -128,6 +128,42 @@ def test_no_module_is_over_the_size_guideline():
     assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
+def application_modules() -> list[Path]:
+    """Every module a newcomer may look for: all but migrations and empty package markers."""
+    return sorted(
+        path
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts and path.read_text().strip()
+    )
+
+
+def named_in_architecture(path: Path, text: str) -> bool:
+    """Named by its path from the repository root (`config/ops.py`) or from its app
+    (`engine/runner.py`), in backticks."""
+    relative = path.relative_to(ROOT)
+    forms = {relative.as_posix(), Path(*relative.parts[1:]).as_posix()}
+    return any(f"`{form}`" in text for form in forms)
+
+
+def test_every_module_has_its_line_in_the_architecture_page():
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    missing = [
+        str(path.relative_to(ROOT))
+        for path in application_modules()
+        if not named_in_architecture(path, text)
+    ]
+    assert missing == [], "docs/ARCHITECTURE.md names no line for these modules"
+
+
+def test_a_module_is_found_by_its_path_from_the_root_or_its_app():
+    module = ROOT / "conversations" / "engine" / "runner.py"
+    assert named_in_architecture(module, "- `engine/runner.py`: one step")
+    assert named_in_architecture(module, "see `conversations/engine/runner.py`")
+    assert not named_in_architecture(module, "- `runner.py`: one step")
+    assert not named_in_architecture(module, "- `engine/runners.py`: one step")
+
+
 def copy_of_the_project(tmp_path: Path) -> Path:
     tree = tmp_path / "project"
     for package in PACKAGES:

@@ -34,9 +34,7 @@ def test_a_missing_key_a_stray_key_and_a_wrong_type_are_each_named():
     assert protocol.protocol_problems(protocol.RUN_EVENTS, created) == []
 
     missing = {k: v for k, v in created.items() if k != "attempt"}
-    assert protocol.protocol_problems(protocol.RUN_EVENTS, missing) == [
-        "attempt: Field required"
-    ]
+    assert protocol.protocol_problems(protocol.RUN_EVENTS, missing) == ["attempt: Field required"]
     stray = protocol.protocol_problems(protocol.RUN_EVENTS, {**created, "by": "user"})
     assert stray == ["by: Extra inputs are not permitted"]
     (wrong,) = protocol.protocol_problems(protocol.RUN_EVENTS, {**created, "attempt": "1"})
