@@ -38,6 +38,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY  # noqa: E402
 from django.contrib.sessions.backends.db import SessionStore  # noqa: E402
 from django.contrib.sessions.models import Session  # noqa: E402
+from django.core.management import call_command  # noqa: E402
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -466,6 +467,7 @@ def main() -> int:
         parser.error("need --repeats >= 2")
     if database_refused("sql_paths", args.allow_sqlite):
         return 2
+    call_command("migrate", interactive=False, verbosity=0)
     # The services notify other tabs after commit: REDIS_URL, or an embedded Valkey.
     _, redis_stop = redis_start()
     owner = User.objects.create_user(username=f"bench-sql-{time.time_ns()}", password="x")

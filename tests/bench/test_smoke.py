@@ -120,6 +120,12 @@ BENCHES = [
             "| messages | append median ms |",
             (rf"\| 20 \| {NUM} \| {NUM} \| \d+ \| {NUM} \| {NUM} \| \d+ \| 21 \|",),
         )),
+        ("sql_paths", False, Bench(
+            "sql_paths", ("--repeats", "3", "--warm-up", "1"),
+            "| path | raw median ms |",
+            (rf"\| step: take the lease \| {NUM} \| {NUM} \| -?{NUM} \| 1 \| \d+ / \d+ \| "
+             rf"(keep raw|ORM) \|",),
+        )),
         ("stateless", False, Bench(
             "stateless", ("--repeats", "2", "--bombs", "16,32"),
             "| state | state size KiB |",
