@@ -1,5 +1,5 @@
 """The one place a conversation, a message or a run becomes a dict: the API's responses,
-the run events, the notifications and the export (formats/exchange.py) all build on these.
+the run events, the notifications and the export (formats/exporting.py) all build on these.
 """
 
 from collections.abc import Mapping

@@ -7,6 +7,6 @@ Who sees what: staff with a model's view permission see its metadata; message te
 `conversations.view_transcript` permission, and every reading of it is audited.
 """
 
-from conversations.admin import accounts, conversations, records
+from conversations.admin import accounts, conversations, read_only
 
-__all__ = ["accounts", "conversations", "records"]
+__all__ = ["accounts", "conversations", "read_only"]

@@ -2,7 +2,16 @@ from django.urls import path, re_path
 
 from conversations.api import schema, sse
 from conversations.api.errors import api_not_found
-from conversations.api.views import branches, chat, conversations, exchange, misc, runs
+from conversations.api.views import (
+    api_keys,
+    branches,
+    chat,
+    conversations,
+    exchange,
+    runs,
+    search,
+    tools,
+)
 
 # Imported for its side effect: the schema learns the API-key authentication.
 __all__ = ["schema", "urlpatterns"]
@@ -62,12 +71,12 @@ urlpatterns = [
     path("runs/<str:run_id>/", runs.RunDetailView.as_view(), name="run"),
     path("runs/<str:run_id>/cancel/", runs.RunCancelView.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/events/", sse.run_events, name="run-events"),
-    path("search/", misc.SearchView.as_view(), name="search"),
+    path("search/", search.SearchView.as_view(), name="search"),
     path("chat/", chat.ChatView.as_view(), name="chat"),
     path("stateless/chat/", chat.StatelessChatView.as_view(), name="stateless-chat"),
-    path("api-keys/", misc.ApiKeyListView.as_view(), name="api-keys"),
-    path("api-keys/<str:key_id>/", misc.ApiKeyDetailView.as_view(), name="api-key"),
-    path("tools/", misc.ToolListView.as_view(), name="tools"),
+    path("api-keys/", api_keys.ApiKeyListView.as_view(), name="api-keys"),
+    path("api-keys/<str:key_id>/", api_keys.ApiKeyDetailView.as_view(), name="api-key"),
+    path("tools/", tools.ToolListView.as_view(), name="tools"),
     # Anything else under /api/v1/ is a JSON 404, never an HTML page.
     re_path(r"^.*$", api_not_found),
 ]

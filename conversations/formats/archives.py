@@ -30,7 +30,7 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from conversations.context import HistoryMessage
-from conversations.formats.exchange import export_json_chunks, export_markdown_chunks, jsonl_line
+from conversations.formats.exporting import export_json_chunks, export_markdown_chunks, jsonl_line
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import path_filter
 

@@ -61,7 +61,7 @@ from conversations.formats.chatgpt_walk import (
     branch_path,
     walk,
 )
-from conversations.formats.exchange import FORMAT, VERSION
+from conversations.formats.exporting import FORMAT, VERSION
 from conversations.json_input import JsonInputError, json_parse, json_problems
 from conversations.models import default_tools
 

@@ -30,7 +30,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from conversations import validation
 from conversations.errors import Problem, ValidationFailed
-from conversations.formats.exchange import FORMAT, VERSION
+from conversations.formats.exporting import FORMAT, VERSION
 from conversations.formats.import_checks import (
     conversation_problems,
     message_problems,

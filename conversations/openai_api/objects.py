@@ -58,7 +58,7 @@ def _text_part(role: str, text: str) -> dict[str, Any]:
 
 
 def message_items(row: Mapping[str, Any]) -> list[Item]:
-    """The items of one stored message (a `selectors.ITEM_FIELDS` row), in order."""
+    """The items of one stored message (a `selectors.PATH_ROW_FIELDS` row), in order."""
     key, seq, role = row["id"], row["seq"], row["role"]
     if role == Message.Role.TOOL:
         ref = ItemRef(ItemType.FUNCTION_CALL_OUTPUT, key)

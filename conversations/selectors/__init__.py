@@ -4,6 +4,7 @@ answers as 404). Split by subject; import them from here."""
 
 from conversations.selectors.branch_pages import branch_page
 from conversations.selectors.branches import (
+    PATH_ROW_FIELDS,
     alternatives_at,
     branch_active,
     branch_count,
@@ -11,7 +12,10 @@ from conversations.selectors.branches import (
     branch_segments,
     branches_list,
     message_get,
+    message_row,
+    path_message_get,
     path_messages,
+    path_rows,
     segment_owning,
 )
 from conversations.selectors.conversations import (
@@ -29,7 +33,6 @@ from conversations.selectors.conversations import (
     run_get,
     run_get_for_user,
 )
-from conversations.selectors.items import ITEM_FIELDS, message_row, path_message_get, path_rows
 from conversations.selectors.moderation import (
     DayUsage,
     TranscriptLine,
@@ -53,9 +56,9 @@ from conversations.selectors.search import (
 
 __all__ = [
     "HIGHLIGHT",
-    "ITEM_FIELDS",
     "MAX_PAGE",
     "MESSAGE_FIELDS",
+    "PATH_ROW_FIELDS",
     "SEARCH_MAX",
     "SNIPPET_CHARS",
     "DayUsage",

@@ -21,7 +21,7 @@ from conversations.services.conversations import (
     conversation_delete,
     conversation_update,
 )
-from conversations.services.copies import conversation_fork, conversation_import
+from conversations.services.forks import conversation_fork
 from conversations.services.governance import (
     PurgeResult,
     conversations_delete,
@@ -31,6 +31,7 @@ from conversations.services.governance import (
     conversations_unflag,
     user_delete,
 )
+from conversations.services.imports import conversation_import
 from conversations.services.items import (
     conversation_create_with_items,
     items_append,

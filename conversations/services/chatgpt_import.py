@@ -28,7 +28,7 @@ from conversations.formats.chatgpt import (
 )
 from conversations.models import Conversation
 from conversations.serializers import conversation_payload
-from conversations.services.copies import conversation_import
+from conversations.services.imports import conversation_import
 from conversations.validation import key_path
 
 log = logging.getLogger(__name__)

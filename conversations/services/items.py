@@ -21,7 +21,7 @@ from conversations.selectors.branches import branch_active, path_messages, segme
 from conversations.services.branches import branch_fork, branch_switch
 from conversations.services.common import raise_if
 from conversations.services.conversations import conversation_create
-from conversations.services.copies import BULK_BATCH, COPIED_FIELDS
+from conversations.services.forks import BULK_BATCH, COPIED_FIELDS
 from conversations.services.messages import (
     NewMessage,
     branch_target,

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from conversations import services
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import AuditEvent, Conversation, Message, Run
 from conversations.services import NewMessage
 from tests.admin.conftest import SECRET, chat, client_for, long_chat
@@ -222,8 +222,8 @@ def test_json_zip_reimports_to_identical_conversations(reader, owner, outsider):
     for original in originals:
         document = archive.read(f"{original.pk}.json")
         copy = services.conversation_import(owner=importer, document=document)
-        assert without_ids(exchange.export_json(copy)) == without_ids(
-            exchange.export_json(original)
+        assert without_ids(exporting.export_json(copy)) == without_ids(
+            exporting.export_json(original)
         )
     exported = AuditEvent.objects.filter(action="exported")
     assert {e.conversation_id for e in exported} == {c.pk for c in originals}
@@ -235,7 +235,7 @@ def test_jsonl_export_has_one_line_per_conversation_in_chat_format(reader, owner
     response = act(client_for(reader), "export_jsonl", conversations)
     lines = streamed(response).decode().splitlines()
     assert len(lines) == 2
-    expected = sorted(exchange.export_jsonl_lines(conversations))
+    expected = sorted(exporting.export_jsonl_lines(conversations))
     assert sorted(line + "\n" for line in lines) == expected
     first = json.loads(expected[0])["messages"]
     assert first[0] == {"role": "system", "content": "Be kind."}

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from conversations import services
-from conversations.formats import archives, exchange
+from conversations.formats import archives, exporting
 from conversations.models import Conversation, Message
 from tests.admin.branching import NEW_REPLY, OLD_REPLY, regenerated, tree
 from tests.admin.conftest import SECRET, chat, client_for
@@ -63,8 +63,8 @@ def test_json_zip_carries_every_branch_and_reimports_to_the_same_tree(reader, ow
         assert document["conversation"]["active_branch_id"] == str(original.active_branch_id)
         copy = services.conversation_import(owner=importer, document=json.dumps(document))
         assert copy.branch_count == original.branch_count
-        assert without_ids(exchange.export_json(copy)) == without_ids(
-            exchange.export_json(original)
+        assert without_ids(exporting.export_json(copy)) == without_ids(
+            exporting.export_json(original)
         )
     assert {row["id"] for row in json.loads(archive.read(f"{deep.pk}.json"))["branches"]} == {
         str(branch.pk) for branch in branches
@@ -86,7 +86,7 @@ def test_jsonl_has_the_active_path_only(reader, owner):
         ]
     )
     # Each line is what the one-conversation export (which reads the path) writes.
-    expected = sorted(exchange.export_jsonl_lines(selection))
+    expected = sorted(exporting.export_jsonl_lines(selection))
     assert sorted(line + "\n" for line in lines) == expected
 
 

@@ -9,7 +9,7 @@ from django.apps import apps
 from django.utils import timezone
 
 from conversations import engine, selectors, services
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import Message
 from conversations.services import NewMessage
 from tests.admin.conftest import chat
@@ -21,7 +21,7 @@ migration = importlib.import_module("conversations.migrations.0009_mark_earlier_
 
 def test_earlier_imports_and_forks_are_marked_as_copies(owner, outsider):
     original = chat(owner, turns=2)  # 4 messages, 30 tokens: spent here
-    forged = exchange.export_json(original)
+    forged = exporting.export_json(original)
     for message in forged["messages"]:
         message["created_at"] = (timezone.now() - timedelta(hours=1)).isoformat()
     forged["messages"][1]["usage"] = {"total_tokens": 9_000_000}

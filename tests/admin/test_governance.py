@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from conversations import engine, selectors, services, tasks
 from conversations.errors import QuotaExceeded
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import AuditEvent, Conversation, Message, Run
 from tests.admin.conftest import chat, client_for
 
@@ -205,7 +205,7 @@ def test_usage_dashboard_permissions(owner, plain_staff):
 
 def test_imported_and_forked_messages_never_count_as_the_users_own_usage(moderator, owner):
     original = chat(owner, turns=1)  # 2 messages, 15 tokens: spent here
-    forged = exchange.export_json(original)
+    forged = exporting.export_json(original)
     forged["messages"][1]["usage"] = {"total_tokens": 9_000_000}
     services.conversation_import(owner=owner, document=json.dumps(forged))
     services.conversation_fork(conversation=original, at_seq=2)

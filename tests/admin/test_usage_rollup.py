@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from conversations import selectors, services
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import Conversation, Message, UsageDay
 from conversations.services import NewMessage
 from tests.admin.conftest import chat, client_for
@@ -207,7 +207,7 @@ def history(owner, outsider) -> dict[str, Conversation]:
     # usage, a fork of his own conversation).
     bobs = chat(bob, "Big", turns=1)
     services.message_append(conversation=bobs, message=reply(500))
-    forged = exchange.export_json(bobs)
+    forged = exporting.export_json(bobs)
     forged["messages"][1]["usage"] = {"total_tokens": 9_000_000}
     imported = services.conversation_import(owner=owner, document=json.dumps(forged))
     fork = services.conversation_fork(conversation=bobs, at_seq=2)

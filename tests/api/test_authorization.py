@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from accounts import services as account_services
 from conversations import services
 from conversations.engine import eventlog
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import run_payload
 from tests.api.conftest import error_of
@@ -66,7 +66,7 @@ def world(owner, outsider, as_user, with_key, settings) -> World:
         conversation=conversation,
         run=run,
         key_id=str(key.pk),
-        export="".join(exchange.export_json_chunks(conversation)).encode(),
+        export="".join(exporting.export_json_chunks(conversation)).encode(),
         clients={
             "owner_session": as_user(owner),
             "owner_key": with_key(owner),

@@ -98,12 +98,12 @@ def test_a_reached_quota_is_429_with_its_code(api, monkeypatch):
 
 
 def test_a_bug_is_a_json_500_not_an_html_page(api, monkeypatch):
-    from conversations.api.views import misc
+    from conversations.api.views import tools
 
     def broken():
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(misc, "tool_catalog", broken)
+    monkeypatch.setattr(tools, "tool_catalog", broken)
     got = api.get("/api/v1/tools/")
     assert got.status_code == 500
     assert error_of(got) == {"code": "server_error", "message": "Internal server error."}

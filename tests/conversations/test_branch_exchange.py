@@ -9,7 +9,7 @@ import pytest
 
 from conversations import selectors, services
 from conversations.errors import ValidationFailed
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import Branch, Conversation, Message
 from conversations.services import NewMessage
 from tests.documents import branch_ids_relabelled
@@ -63,7 +63,7 @@ def contents(document: dict[str, Any]) -> list[str]:
 
 
 def test_version_two_carries_every_branch_and_which_is_active(tree):
-    document = exchange.export_json(tree)
+    document = exporting.export_json(tree)
 
     assert document["version"] == 2
     branches = document["branches"]
@@ -87,10 +87,10 @@ def test_version_two_carries_every_branch_and_which_is_active(tree):
 
 
 def test_a_tree_round_trips_exactly_apart_from_ids(tree, owner):
-    first = exchange.export_json(tree)
+    first = exporting.export_json(tree)
 
     copy = services.conversation_import(owner=owner, document=json.dumps(first))
-    second = exchange.export_json(copy)
+    second = exporting.export_json(copy)
 
     def comparable(document: dict[str, Any]) -> dict[str, Any]:
         document = branch_ids_relabelled(document)
@@ -112,7 +112,7 @@ def test_a_tree_round_trips_exactly_apart_from_ids(tree, owner):
 
 
 def test_version_one_is_the_active_path_as_one_line_and_imports_back(tree, owner):
-    document = exchange.export_json(tree, version=1)
+    document = exporting.export_json(tree, version=1)
 
     assert document["version"] == 1
     assert "branches" not in document
@@ -127,7 +127,7 @@ def test_version_one_is_the_active_path_as_one_line_and_imports_back(tree, owner
 
 
 def test_markdown_and_jsonl_show_the_active_path(tree):
-    markdown = "".join(exchange.export_markdown_chunks(tree))
+    markdown = "".join(exporting.export_markdown_chunks(tree))
     assert "a4 again" in markdown
     assert "- Messages: 6" in markdown
     # The first message has another version (the edit), shown briefly where it branches.
@@ -136,7 +136,7 @@ def test_markdown_and_jsonl_show_the_active_path(tree):
     assert "(branch `" in markdown
     assert "a2 edited" not in markdown  # beyond the fork point: not on this path
 
-    (line,) = exchange.export_jsonl_lines([tree])
+    (line,) = exporting.export_jsonl_lines([tree])
     said = [m.get("content") for m in json.loads(line)["messages"]]
     assert "a4 again" in said
     assert "a4" not in said
@@ -150,7 +150,7 @@ def refused(owner, document: dict[str, Any]) -> dict[str, str]:
 
 
 def test_an_import_refuses_a_broken_tree_and_stores_nothing(tree, owner):
-    good = exchange.export_json(tree)
+    good = exporting.export_json(tree)
     before = (Conversation.objects.count(), Branch.objects.count(), Message.objects.count())
 
     fork_inside_parent = json.loads(json.dumps(good))
@@ -187,7 +187,7 @@ def test_an_import_refuses_a_broken_tree_and_stores_nothing(tree, owner):
 
 
 def test_a_version_two_document_without_branches_still_imports_as_one_line(tree, owner):
-    document = exchange.export_json(tree)
+    document = exporting.export_json(tree)
     document.pop("branches")
     document["conversation"].pop("active_branch_id")
     document["messages"] = [m for m in document["messages"] if m["seq"] <= 4][:4]
@@ -201,15 +201,15 @@ def test_a_version_two_document_without_branches_still_imports_as_one_line(tree,
 
 
 def test_branches_written_elsewhere_with_equal_times_keep_their_order(tree, owner):
-    document = exchange.export_json(tree)
+    document = exporting.export_json(tree)
     same = document["branches"][0]["created_at"]
     for branch in document["branches"]:
         branch["created_at"] = same
 
-    first = exchange.export_json(
+    first = exporting.export_json(
         services.conversation_import(owner=owner, document=json.dumps(document))
     )
-    second = exchange.export_json(
+    second = exporting.export_json(
         services.conversation_import(owner=owner, document=json.dumps(first))
     )
 

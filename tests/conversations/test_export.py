@@ -8,7 +8,7 @@ import pytest
 
 from conversations import services
 from conversations.errors import ValidationFailed
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import Conversation, Message
 from conversations.services import NewMessage
 from tests.conversations.helpers import refetch, row_counts, tool_call
@@ -58,7 +58,7 @@ def worked(owner) -> Conversation:
 
 
 def test_json_export_has_the_envelope_and_messages_in_seq_order(worked):
-    text = "".join(exchange.export_json_chunks(worked))
+    text = "".join(exporting.export_json_chunks(worked))
     document = json.loads(text)
 
     assert document["format"] == "parley.conversation"
@@ -79,7 +79,7 @@ def test_json_export_has_the_envelope_and_messages_in_seq_order(worked):
 
 
 def test_markdown_export_is_readable_and_fences_cannot_be_broken(worked):
-    markdown = "".join(exchange.export_markdown_chunks(worked))
+    markdown = "".join(exporting.export_markdown_chunks(worked))
 
     assert markdown.startswith("# Weather and sums\n")
     assert "Add them up, please." in markdown
@@ -98,7 +98,7 @@ def test_jsonl_export_is_one_openai_chat_per_line(worked, owner):
     other = services.conversation_create(owner=owner, title="Second")
     services.user_message_append(conversation=other, content="line\nbreaks\nstay inside")
 
-    text = "".join(exchange.export_jsonl_lines([worked, refetch(other)]))
+    text = "".join(exporting.export_jsonl_lines([worked, refetch(other)]))
 
     lines = text.split("\n")
     assert lines[-1] == ""  # every line ends with a newline
@@ -160,7 +160,7 @@ def test_fork_copies_the_first_messages_and_leaves_the_source_alone(worked):
     assert not {row[0] for row in fork_rows} & {row[0] for row in source_rows}
     assert _rows(worked) == source_rows
     assert refetch(worked).message_count == 6
-    assert exchange.export_json(fork)["conversation"]["forked_from"] == str(worked.pk)
+    assert exporting.export_json(fork)["conversation"]["forked_from"] == str(worked.pk)
 
 
 @pytest.mark.parametrize("at_seq", [2, 3, 4], ids=["at-the-call", "one-result-in", "at-the-event"])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from accounts.models import User
 from conversations import services
 from conversations.errors import ValidationFailed
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import AuditEvent, Conversation
 from conversations.services import NewMessage
 from tests.conversations.helpers import BUILTIN_TOOLS, refetch, row_counts, tool_call
@@ -623,12 +623,12 @@ def test_export_import_export_is_identical_apart_from_ids(owner, options, steps,
     if final_draft is not None:  # a draft edited after the last message stays a draft
         services.conversation_draft_update(conversation=original, draft=final_draft)
         original = refetch(original)
-    first = exchange.export_json(original)
+    first = exporting.export_json(original)
 
     imported = services.conversation_import(
-        owner=owner, document="".join(exchange.export_json_chunks(original))
+        owner=owner, document="".join(exporting.export_json_chunks(original))
     )
-    second = exchange.export_json(refetch(imported))
+    second = exporting.export_json(refetch(imported))
 
     # The export holds exactly what was written, in order...
     assert [(m["role"], m["kind"], m["content"]) for m in first["messages"]] == written
@@ -644,7 +644,7 @@ def test_export_import_export_is_identical_apart_from_ids(owner, options, steps,
 def test_importing_a_file_twice_gives_two_independent_conversations(owner, outsider):
     source = services.conversation_create(owner=owner, title="Shared file")
     services.user_message_append(conversation=source, content="hello")
-    document = "".join(exchange.export_json_chunks(source))
+    document = "".join(exporting.export_json_chunks(source))
     audits = AuditEvent.objects.filter(action=AuditEvent.Action.IMPORTED)
     before = audits.count()
 
@@ -684,7 +684,7 @@ def test_an_export_carries_the_usage_an_import_accepts_and_round_trips(owner):
         conversation=source,
         message=NewMessage(role="assistant", content="hi", usage=reported),
     )
-    first = exchange.export_json(source)
+    first = exporting.export_json(source)
     assert first["messages"][1]["usage"] == {
         "prompt_tokens": 5,
         "completion_tokens": 2,
@@ -694,6 +694,6 @@ def test_an_export_carries_the_usage_an_import_accepts_and_round_trips(owner):
     }
     imported = services.conversation_import(owner=owner, document=json.dumps(first))
     assert set(imported.messages.values_list("copied", flat=True)) == {True}
-    second = exchange.export_json(refetch(imported))
+    second = exporting.export_json(refetch(imported))
     assert _without_ids(second) == _without_ids(first)
     assert "copied" not in second["messages"][1]

@@ -10,7 +10,7 @@ import pytest
 
 from conversations import services
 from conversations.errors import ValidationFailed
-from conversations.formats import exchange
+from conversations.formats import exporting
 from conversations.models import Conversation, Message
 from conversations.services import NewMessage
 from tests.conversations.helpers import BUILTIN_TOOLS, row_counts
@@ -128,7 +128,7 @@ def test_our_own_jsonl_export_reads_back(owner, conversation):
     services.message_append(
         conversation=conversation, message=NewMessage(role="assistant", content="Hi there")
     )
-    line = "".join(exchange.export_jsonl_lines([conversation]))
+    line = "".join(exporting.export_jsonl_lines([conversation]))
     copy = imported(owner, line)
     assert [(r[1], r[3]) for r in rows(copy)] == [("user", "Hello"), ("assistant", "Hi there")]
 
@@ -189,7 +189,7 @@ def test_version_two_round_trips_reasoning_and_generation_settings(owner, conver
         conversation=conversation, message=NewMessage(role="assistant", content="Because.")
     )
     Message.objects.filter(pk=reply.pk).update(reasoning="Let me think.", reasoning_ms=4100)
-    first = exchange.export_json(Conversation.objects.get(pk=conversation.pk))
+    first = exporting.export_json(Conversation.objects.get(pk=conversation.pk))
     assert first["version"] == 2
     assert first["conversation"]["temperature"] == 0.3
     assert first["messages"][1]["reasoning"] == "Let me think."
@@ -197,7 +197,7 @@ def test_version_two_round_trips_reasoning_and_generation_settings(owner, conver
     assert (copy.temperature, copy.max_output_tokens) == (0.3, 512)
     reply = Message.objects.get(conversation=copy, seq=2)
     assert (reply.reasoning, reply.reasoning_ms) == ("Let me think.", 4100)
-    first, second = (branch_ids_relabelled(d) for d in (first, exchange.export_json(copy)))
+    first, second = (branch_ids_relabelled(d) for d in (first, exporting.export_json(copy)))
     for document in (first, second):
         document.pop("exported_at")
         document["conversation"].pop("id")
@@ -207,7 +207,7 @@ def test_version_two_round_trips_reasoning_and_generation_settings(owner, conver
 
 
 def test_version_two_settings_out_of_range_are_refused(owner, conversation):
-    document = exchange.export_json(conversation)
+    document = exporting.export_json(conversation)
     document["conversation"]["temperature"] = 3
     document["conversation"]["max_output_tokens"] = 0
     problems = refused(owner, document)

@@ -14,7 +14,7 @@ from django.test import Client
 
 from conversations import engine
 from conversations.engine import eventlog, stateless
-from conversations.formats.exchange import export_jsonl_lines
+from conversations.formats.exporting import export_jsonl_lines
 from conversations.models import Conversation, Message, Run
 from tests.fake_openai import Script
 from tests.steps import step_run

@@ -18,7 +18,7 @@ from conversations.api import import_schema
 from conversations.api.base import ApiView, idempotent
 from conversations.api.base import conversation_for as _conversation
 from conversations.api.errors import ApiError, problems_details
-from conversations.formats import chatgpt, exchange
+from conversations.formats import chatgpt, exporting
 from conversations.models import Conversation
 from conversations.serializers import conversation_payload
 from conversations.validation import storable_text
@@ -35,11 +35,11 @@ EXPORT_VERSIONS = {"1": 1, "2": 2}
 
 def _export_chunks(conversation: Conversation, format: str, version: int) -> Iterator[str]:
     if format == "json":
-        chunks = exchange.export_json_chunks(conversation, version=version)
+        chunks = exporting.export_json_chunks(conversation, version=version)
     elif format == "markdown":
-        chunks = exchange.export_markdown_chunks(conversation)
+        chunks = exporting.export_markdown_chunks(conversation)
     else:
-        chunks = exchange.export_jsonl_lines([conversation])
+        chunks = exporting.export_jsonl_lines([conversation])
     # A download must not break off because a stored text is not valid text.
     return map(storable_text, chunks)
 

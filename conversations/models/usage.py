@@ -1,55 +1,8 @@
-"""The records kept beside conversations: the audit trail of privileged access, the
-daily message counters behind the quota, and the usage rollup the dashboard reads.
-
-Models of the conversations app (conversations/models.py imports them), in their own
-module for size.
-"""
+"""The daily counters: messages per user and day behind the daily quota, and each
+conversation's usage per day that the usage dashboard adds up."""
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
-from django.utils import timezone
-
-
-class AuditAction(models.TextChoices):
-    VIEWED = "viewed"
-    EXPORTED = "exported"
-    DELETED = "deleted"
-    FLAGGED = "flagged"
-    UNFLAGGED = "unflagged"
-    IMPORTED = "imported"
-    PURGED = "purged"
-
-
-class AuditEvent(models.Model):
-    """Append-only record of privileged access. Plain ids so it outlives what it describes."""
-
-    Action = AuditAction
-
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    actor_username = models.CharField(max_length=150, blank=True)
-    action = models.CharField(max_length=16, choices=AuditAction.choices)
-    conversation_id = models.UUIDField(null=True, blank=True, db_index=True)
-    owner_id = models.BigIntegerField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    class Meta:
-        ordering = ["-at"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(action__in=AuditAction.values), name="audit_action_valid"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.actor_username} {self.action} {self.conversation_id}"
 
 
 class DailyMessageCount(models.Model):

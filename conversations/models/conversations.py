@@ -1,4 +1,4 @@
-"""Conversations, their branches and ordered messages, tool-loop runs and the audit trail.
+"""Conversations, their branches and ordered messages, and the tool loop's runs.
 
 Invariants live in the database (one root branch per conversation, unique seq per branch,
 a branch's fork point on its parent, one active run per conversation, closed sets of
@@ -372,29 +372,3 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
-
-
-# Kept in their own module for size; importable from here like every model.
-from conversations.records import (  # noqa: E402
-    AuditAction,
-    AuditEvent,
-    DailyMessageCount,
-    UsageDay,
-)
-
-__all__ = [
-    "RUN_ACTIVE_STATUSES",
-    "RUN_TERMINAL_STATUSES",
-    "AuditAction",
-    "AuditEvent",
-    "Branch",
-    "Conversation",
-    "DailyMessageCount",
-    "Message",
-    "MessageKind",
-    "MessageRole",
-    "Run",
-    "RunStatus",
-    "UsageDay",
-    "default_tools",
-]

@@ -1,6 +1,6 @@
-"""Search, the tool catalog and API keys."""
+"""`api-keys/`: the caller's own API keys: list, create (the secret shown once), revoke."""
 
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import authentication
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -9,55 +9,9 @@ from accounts import selectors as account_selectors
 from accounts import services as account_services
 from accounts.authentication import ApiKeyAuthentication, PasswordAuthentication
 from accounts.models import ApiKey
-from conversations import selectors
 from conversations.api import serializers as s
-from conversations.api.base import ApiView, idempotent, int_param, page_response
+from conversations.api.base import ApiView, idempotent, page_response
 from conversations.errors import Problem, ValidationFailed
-from conversations.tools.registry import tool_catalog
-
-
-class SearchView(ApiView):
-    @extend_schema(
-        operation_id="search",
-        summary="Search your messages",
-        description='PostgreSQL: full-text search (words, "quoted phrases", -exclusions, '
-        "OR), best matches first. SQLite: a case-insensitive substring match, newest first.",
-        parameters=[
-            OpenApiParameter("q", str, required=True),
-            OpenApiParameter("limit", int, description="1..50, default 20."),
-        ],
-        responses=s.SearchPage,
-    )
-    def get(self, request: Request) -> Response:
-        q = request.query_params.get("q", "")
-        if not q.strip():
-            raise ValidationFailed([Problem("$.query.q", "must not be empty")])
-        if "\x00" in q:
-            raise ValidationFailed([Problem("$.query.q", "contains a NUL character")])
-        limit = min(int_param(request, "limit", 20, minimum=1), selectors.SEARCH_MAX)
-        hits = selectors.search_hits(user=request.user, q=q, limit=limit)  # type: ignore[arg-type]
-        results = [
-            {
-                "conversation_id": str(hit.message.conversation_id),
-                "conversation_title": hit.conversation_title,
-                "message_id": str(hit.message.id),
-                "seq": hit.message.seq,
-                "role": hit.message.role,
-                "created_at": hit.message.created_at.isoformat(),
-                "snippet": hit.snippet,
-                "rank": hit.rank,
-            }
-            for hit in hits
-        ]
-        return page_response(request, results, None)
-
-
-class ToolListView(ApiView):
-    @extend_schema(
-        operation_id="tools_list", summary="Tools the model can use", responses=s.ToolPage
-    )
-    def get(self, request: Request) -> Response:
-        return page_response(request, tool_catalog(), None)
 
 
 def _key(api_key: ApiKey) -> dict[str, object]:

@@ -1,0 +1,35 @@
+"""The conversations app's models, one module per capability: conversations with their
+branches, messages and runs (`conversations.py`), the audit trail (`audit.py`), the daily
+counters (`usage.py`). Import them from here."""
+
+from conversations.models.audit import AuditAction, AuditEvent
+from conversations.models.conversations import (
+    RUN_ACTIVE_STATUSES,
+    RUN_TERMINAL_STATUSES,
+    Branch,
+    Conversation,
+    Message,
+    MessageKind,
+    MessageRole,
+    Run,
+    RunStatus,
+    default_tools,
+)
+from conversations.models.usage import DailyMessageCount, UsageDay
+
+__all__ = [
+    "RUN_ACTIVE_STATUSES",
+    "RUN_TERMINAL_STATUSES",
+    "AuditAction",
+    "AuditEvent",
+    "Branch",
+    "Conversation",
+    "DailyMessageCount",
+    "Message",
+    "MessageKind",
+    "MessageRole",
+    "Run",
+    "RunStatus",
+    "UsageDay",
+    "default_tools",
+]
