@@ -56,7 +56,8 @@ def test_no_module_takes_part_in_an_import_cycle():
 def test_the_cycle_check_sees_a_lazy_import(tmp_path, monkeypatch):
     tree = copy_of_the_project(tmp_path)
     append(
-        tree / "conversations/models/conversations.py", "def _late():\n    from conversations import services\n"
+        tree / "conversations/models/conversations.py",
+        "def _late():\n    from conversations import services\n",
     )
     monkeypatch.syspath_prepend(str(tree))
     for name in [name for name in sys.modules if name.split(".")[0] in PACKAGES]:

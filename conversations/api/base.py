@@ -20,8 +20,16 @@ from rest_framework.views import APIView
 
 from accounts import services as account_services
 from conversations import selectors
-from conversations.api.errors import ApiError
 from conversations.api.renderers import StorableJSONRenderer
+from conversations.errors import (
+    IDEMPOTENCY_ANSWER_NOT_KEPT,
+    IDEMPOTENCY_IN_FLIGHT,
+    IDEMPOTENCY_KEY_REUSED,
+    REQUEST_TOO_LARGE,
+    ParleyError,
+    Problem,
+    ValidationFailed,
+)
 from conversations.models import Conversation
 from conversations.validation import key_path, unstorable_reason
 
@@ -48,17 +56,14 @@ class ApiView(APIView):
             # rule as for stored text (no NUL, no unpaired surrogate).
             reason = next(filter(None, map(unstorable_reason, [name, *values])), None)
             if reason:
-                raise ApiError(
-                    400,
-                    "invalid",
-                    f"Query parameter {key_path('$.query', name)!r} {reason}.",
-                    {"problems": [{"path": key_path("$.query", name), "message": reason}]},
+                path = key_path("$.query", name)
+                raise ValidationFailed(
+                    [Problem(path, reason)], message=f"Query parameter {path!r} {reason}."
                 )
         limit = self.body_limit()
         if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
-            raise ApiError(
-                413,
-                "request_too_large",
+            raise ParleyError(
+                REQUEST_TOO_LARGE,
                 f"The request body is {len(request.body)} bytes; the limit is {limit}.",
             )
 
@@ -136,11 +141,8 @@ def int_param(request: Request, name: str, default: int, *, minimum: int = 0) ->
     value = int(raw) if _INTEGER.fullmatch(raw) else minimum - 1
     if value < minimum:
         message = f"must be a whole number of at least {minimum}"
-        raise ApiError(
-            400,
-            "invalid",
-            f"Query parameter {name!r} {message}.",
-            {"problems": [{"path": f"$.query.{name}", "message": message}]},
+        raise ValidationFailed(
+            [Problem(f"$.query.{name}", message)], message=f"Query parameter {name!r} {message}."
         )
     return value
 
@@ -167,30 +169,19 @@ def _begin(request: Request) -> Any:
             fingerprint=_fingerprint(request),
         )
     except ValueError as exc:
-        raise ApiError(400, "invalid", f"{IDEMPOTENCY_HEADER} {exc}.") from None
+        path = key_path("$.headers", IDEMPOTENCY_HEADER)
+        raise ValidationFailed(
+            [Problem(path, str(exc))], message=f"{IDEMPOTENCY_HEADER} {exc}."
+        ) from None
     except account_services.IdempotencyInFlight:
-        raise ApiError(
-            409,
-            "idempotency_in_flight",
-            f"A request with this {IDEMPOTENCY_HEADER} is still being processed; retry later.",
-        ) from None
+        raise ParleyError(IDEMPOTENCY_IN_FLIGHT) from None
     except account_services.IdempotencyKeyReused:
-        raise ApiError(
-            422,
-            "idempotency_key_reused",
-            f"This {IDEMPOTENCY_HEADER} was used with a different request; use a new key.",
-        ) from None
+        raise ParleyError(IDEMPOTENCY_KEY_REUSED) from None
 
 
 def _replay(view: APIView, record: Any) -> Response:
     if not getattr(view, "idempotency_keeps_answer", True):
-        raise ApiError(
-            409,
-            "idempotency_answer_not_kept",
-            f"A request with this {IDEMPOTENCY_HEADER} was already answered, and this "
-            "endpoint keeps nothing of its answers, so it cannot be sent again. Send the "
-            f"request again with a new {IDEMPOTENCY_HEADER}.",
-        )
+        raise ParleyError(IDEMPOTENCY_ANSWER_NOT_KEPT)
     response = Response(record.body, status=record.status_code)
     response[REPLAYED_HEADER] = "true"
     withheld = getattr(view, "idempotency_withheld", ())

@@ -8,7 +8,7 @@ from typing import IO, Any
 from django.conf import settings
 from rest_framework.parsers import JSONParser
 
-from conversations.api.errors import ApiError
+from conversations.errors import INVALID_JSON, Problem, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
 
 
@@ -24,11 +24,11 @@ class StrictJSONParser(JSONParser):
         try:
             return json_parse(raw.decode(encoding) if isinstance(raw, bytes) else raw)
         except UnicodeDecodeError:
-            raise ApiError(400, "invalid_json", f"The body is not valid {encoding}.") from None
+            message = f"The body is not valid {encoding}."
+            raise ValidationFailed(error=INVALID_JSON, message=message) from None
         except JsonInputError as exc:
-            raise ApiError(
-                400,
-                "invalid_json",
-                f"The body is not acceptable JSON: {exc}.",
-                {"problems": [{"path": exc.path, "message": exc.message}]},
+            raise ValidationFailed(
+                [Problem(exc.path, exc.message)],
+                INVALID_JSON,
+                message=f"The body is not acceptable JSON: {exc}.",
             ) from None

@@ -6,6 +6,8 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 
+from conversations.errors import VOCABULARY
+
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
     "Idempotency-Key",
     str,
@@ -26,7 +28,8 @@ ERROR_SCHEMA: dict[str, Any] = {
         "error": {
             "type": "object",
             "properties": {
-                "code": {"type": "string"},
+                # The one vocabulary every door speaks (conversations.errors).
+                "code": {"type": "string", "enum": sorted(VOCABULARY)},
                 "message": {"type": "string"},
                 "details": {"type": "object", "additionalProperties": {}},
             },

@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
@@ -27,13 +27,17 @@ from accounts.selectors import api_key_for_authorization
 from accounts.sockets import SocketCredential
 from config.async_db import db_call
 from conversations import selectors
-from conversations.api.errors import method_not_allowed
+from conversations.api.errors import error_json, method_not_allowed
 from conversations.engine import eventlog
+from conversations.errors import (
+    EVENTS_EXPIRED,
+    NOT_AUTHENTICATED,
+    NotFound,
+    ParleyError,
+    Problem,
+    ValidationFailed,
+)
 from conversations.models import Run
-
-
-def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
 async def _caller(request: HttpRequest) -> tuple[Any, SocketCredential] | None:
@@ -108,23 +112,29 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
         return method_not_allowed(str(request.method), ("GET", "HEAD"))
     caller = await _caller(request)
     if caller is None:
-        return _error(401, "not_authenticated", "Log in or send Authorization: Bearer <key>.")
+        return error_json(ParleyError(NOT_AUTHENTICATED))
     user, credential = caller
     try:
         run = await db_call(selectors.run_get_for_user)(user=user, run_id=run_id)
     except Run.DoesNotExist:
-        return _error(404, "not_found", "No such run.")
+        return error_json(NotFound("No such run."))
     try:
         after = _after(request)
     except ValueError:
-        return _error(400, "invalid", "'after' (or Last-Event-ID) must be a sequence number.")
+        message = "must be a sequence number (-1 or more)"
+        return error_json(
+            ValidationFailed(
+                [Problem("$.query.after", message)],
+                message="'after' (or Last-Event-ID) must be a sequence number.",
+            )
+        )
     # An active run may have no log yet (its worker writes run.created on leasing it).
     if not run.is_active and not await eventlog.aevent_log_exists(run.pk):
         message = (
             f"This run's events have expired. Read the run (GET /api/v1/runs/{run.pk}/) and "
             f"its messages (GET /api/v1/conversations/{run.conversation_id}/messages/) instead."
         )
-        return _error(410, "events_expired", message)
+        return error_json(ParleyError(EVENTS_EXPIRED, message))
     if after is not None and await eventlog.aevent_log_ended_by(run.pk, after=after):
         # Nothing will ever follow: 204 is the answer that stops an EventSource from
         # reconnecting (it reconnects after every stream that ends, the complete ones too).

@@ -38,10 +38,21 @@ from conversations.consumers.frames import (
     SELF_CHECKED,
     CredentialEnded,
     Frame,
-    FrameError,
     FrameHandlers,
+    error_frame,
 )
 from conversations.engine import eventlog
+from conversations.errors import (
+    EVENTS_EXPIRED,
+    INVALID_JSON,
+    REQUEST_TOO_LARGE,
+    STREAM_UNAVAILABLE,
+    NotFound,
+    ParleyError,
+    Problem,
+    ValidationFailed,
+    error_from,
+)
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation, Run
 
@@ -49,9 +60,6 @@ log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
-EVENTS_EXPIRED_MESSAGE = (
-    "This run's events have expired; read the run and the conversation's messages instead."
-)
 
 
 class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
@@ -104,7 +112,7 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
             run_id, after = resume
             try:
                 await self._follow_stored(run_id, after=after)
-            except FrameError as exc:
+            except ParleyError as exc:
                 await self._send_error(exc)
         elif active is not None:
             # A reload mid-reply: the whole reply so far, then the rest live.
@@ -127,7 +135,9 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
             handler = self._handlers().get(frame["type"])
             if handler is None:
                 known = ", ".join(self._handlers())
-                raise FrameError("unknown_type", f"unknown frame type; use one of: {known}")
+                raise ValidationFailed(
+                    [Problem("$.type", f"unknown frame type; use one of: {known}")]
+                )
             # A notice of revocation may be lost: every frame checks the credential
             # itself first (those in SELF_CHECKED in their own database call).
             if frame["type"] not in SELF_CHECKED:
@@ -137,39 +147,52 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
                 await handler(frame)
             else:
                 await self._self_checked(handler, frame)
-        except FrameError as exc:
-            await self._send_error(exc)
         except CredentialEnded:
             await self._close_unauthenticated()
+        except Exception as exc:
+            # A refusal (the domain's, or a lookup that found nothing) is told on the
+            # socket, which stays open; anything else is a bug for Channels to report.
+            error = error_from(exc)
+            if error is None:
+                raise
+            await self._send_error(error)
 
     async def _self_checked(
         self, handler: Callable[[Frame], Awaitable[None]], frame: Frame
     ) -> None:
         try:
             await handler(frame)
-        except FrameError:
+        except Exception as exc:
             # Refused (a malformed field, a conflict) where the credential may not have
             # been checked yet: a socket whose credential ended is closed rather than told
             # why, as for every other frame.
+            if error_from(exc) is None:
+                raise
             if not await _credential_valid(self.credential):
                 raise CredentialEnded from None
             raise
 
-    async def _send_error(self, error: FrameError) -> None:
-        await self.send_json({"type": "error", "code": error.code, "message": error.message})
+    async def _send_error(self, error: ParleyError) -> None:
+        await self.send_json(error_frame(error))
 
     def _parse(self, text_data: str | None, bytes_data: bytes | None) -> Frame:
         if text_data is None:
-            raise FrameError("invalid_frame", "send JSON as text frames")
+            raise ValidationFailed(error=INVALID_JSON, message="Send JSON as text frames.")
         if len(text_data.encode()) > settings.PARLEY_WS_MAX_FRAME_BYTES:
             limit = settings.PARLEY_WS_MAX_FRAME_BYTES
-            raise FrameError("frame_too_large", f"frames are limited to {limit} bytes")
+            raise ParleyError(REQUEST_TOO_LARGE, f"Frames are limited to {limit} bytes.")
         try:
             frame = json_parse(text_data)
         except JsonInputError as exc:
-            raise FrameError("invalid_json", f"the frame is not acceptable JSON: {exc}") from None
-        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            raise FrameError("invalid_frame", "a frame is a JSON object with a string 'type'")
+            raise ValidationFailed(
+                [Problem(exc.path, exc.message)],
+                INVALID_JSON,
+                message=f"The frame is not acceptable JSON: {exc}.",
+            ) from None
+        if not isinstance(frame, dict):
+            raise ValidationFailed([Problem("$", "must be a JSON object")])
+        if not isinstance(frame.get("type"), str):
+            raise ValidationFailed([Problem("$.type", "must be a string")])
         return frame
 
     # --- following a run's event log ---------------------------------------------------
@@ -180,12 +203,12 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
         assert self.conversation is not None
         run = await _run_get(self.conversation, run_id)
         if run is None:
-            raise FrameError("not_found", "no such run in this conversation")
+            raise NotFound("No such run in this conversation.")
         # An ended run's log expires after a while; without this check the client would
         # wait for events that never come. An active run's log may not exist yet (not
         # announced), and its worker writes it soon.
         if not run.is_active and not await eventlog.aevent_log_exists(run_id):
-            raise FrameError("events_expired", EVENTS_EXPIRED_MESSAGE)
+            raise ParleyError(EVENTS_EXPIRED)
         self._follow(run_id, after=after)
 
     def _follow(self, run_id: str, *, after: int | None) -> None:
@@ -216,14 +239,8 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
                     return
         except Exception:
             log.exception("relaying run %s failed", run_id)
-        await self.send_json(
-            {
-                "type": "error",
-                "code": "stream_unavailable",
-                "message": "The reply's event stream was lost; reconnect to resume it.",
-                "run_id": run_id,
-                "after": after,
-            }
+        await self._send_error(
+            ParleyError(STREAM_UNAVAILABLE, details={"run_id": run_id, "after": after})
         )
 
     # --- credential notices (channel layer, accounts.sockets) ----------------------------

@@ -6,29 +6,24 @@ handler checks the frame's fields, calls the engine or a service, and answers th
 every frame that starts a run does: it follows the run, so the run's events (from
 `run.created` on) stream on this socket; the other sockets of the conversation hear the
 notifications (`conversation.run_started`, `conversation.branch_created`,
-`conversation.updated`, ...). A refusal raises FrameError, which the consumer sends as an
-`error` frame; the socket stays open.
+`conversation.updated`, ...). A refusal raises an error of the vocabulary
+(conversations.errors), which the consumer sends as an `error` frame with the code every
+door uses for it; the socket stays open. An id that is not this conversation's (another
+user's, another conversation's, unknown or malformed) is `not_found`, never a hint that
+it exists elsewhere.
 """
 
-import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from accounts.sockets import SocketCredential, socket_credential_valid
 from config.async_db import db_call
 from conversations import notifications, selectors, services
 from conversations.engine import message_edit, reply_regenerate, run_cancel, run_start
-from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
-from conversations.models import Branch, Conversation, Message, Run
+from conversations.errors import NO_ACTIVE_RUN, ParleyError, Problem, ValidationFailed
+from conversations.models import Conversation, Run
 
 Frame = dict[str, Any]
-
-
-class FrameError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class CredentialEnded(Exception):
@@ -43,32 +38,21 @@ class CredentialEnded(Exception):
 SELF_CHECKED = frozenset({"message.create", "message.regenerate", "message.edit"})
 
 
+def error_frame(error: ParleyError) -> dict[str, Any]:
+    """The websocket's rendering of the error vocabulary: `{"type": "error", "code",
+    "message"}` and the error's details beside them (`problems`; a lost stream's
+    `run_id` and `after`, where the client resumes)."""
+    extra = {k: v for k, v in error.details.items() if k not in ("type", "code", "message")}
+    return {"type": "error", "code": error.code, "message": error.message, **extra}
+
+
 def _text(frame: Frame, name: str, *, required: bool = True) -> str:
     value = frame.get(name)
     if value is None and not required:
         return ""
     if not isinstance(value, str):
-        raise FrameError("invalid_frame", f"'{name}' must be a string")
+        raise ValidationFailed([Problem(f"$.{name}", "must be a string")])
     return value
-
-
-@contextlib.contextmanager
-def _refusals() -> Iterator[None]:
-    """The domain's refusals as error frames, with the same codes for every frame: an id
-    that is not this conversation's (another user's, another conversation's, unknown or
-    malformed) is `not_found`, never a hint that it exists elsewhere."""
-    try:
-        yield
-    except Conflict as exc:
-        raise FrameError("run_active", str(exc)) from None
-    except ValidationFailed as exc:
-        raise FrameError("invalid", str(exc)) from None
-    except QuotaExceeded as exc:
-        raise FrameError(exc.code, exc.message) from None
-    except Message.DoesNotExist:
-        raise FrameError("not_found", "no such message in this conversation") from None
-    except Branch.DoesNotExist:
-        raise FrameError("not_found", "no such branch in this conversation") from None
 
 
 class FrameHandlers:
@@ -107,16 +91,14 @@ class FrameHandlers:
         content = _text(frame, "content")
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
-        with _refusals():
-            _, run = await _run_start(self.credential, self.conversation, content, client_id)
+        _, run = await _run_start(self.credential, self.conversation, content, client_id)
         self._follow_started(run)
 
     async def _message_regenerate(self, frame: Frame) -> None:
         message_id = _text(frame, "message_id")
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
-        with _refusals():
-            run = await _reply_regenerate(self.credential, self.conversation, message_id, client_id)
+        run = await _reply_regenerate(self.credential, self.conversation, message_id, client_id)
         self._follow_started(run)
 
     async def _message_edit(self, frame: Frame) -> None:
@@ -124,17 +106,15 @@ class FrameHandlers:
         content = _text(frame, "content")
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
-        with _refusals():
-            run = await _message_edit(
-                self.credential, self.conversation, message_id, content, client_id
-            )
+        run = await _message_edit(
+            self.credential, self.conversation, message_id, content, client_id
+        )
         self._follow_started(run)
 
     async def _branch_switch(self, frame: Frame) -> None:
         branch_id = _text(frame, "branch_id")
         assert self.conversation is not None
-        with _refusals():
-            shown, changed = await _branch_switch(self.conversation, branch_id)
+        shown, changed = await _branch_switch(self.conversation, branch_id)
         if not changed:
             # Already shown: no notification goes out, so this socket alone hears that
             # the switch holds (the same frame other sockets get when it changes).
@@ -149,24 +129,21 @@ class FrameHandlers:
     async def _run_cancel(self, frame: Frame) -> None:
         assert self.conversation is not None
         if not await _run_cancel_active(self.conversation):
-            raise FrameError("no_active_run", "there is no reply being generated to cancel")
+            raise ParleyError(NO_ACTIVE_RUN)
 
     async def _subscribe(self, frame: Frame) -> None:
         run_id = _text(frame, "run_id")
         after = frame.get("after")
         if after is not None and (isinstance(after, bool) or not isinstance(after, int)):
-            raise FrameError("invalid_frame", "'after' must be an integer sequence number")
+            raise ValidationFailed([Problem("$.after", "must be an integer sequence number")])
         if after is not None and after < -1:
-            raise FrameError("invalid_frame", "'after' must be a sequence number (-1 or more)")
+            raise ValidationFailed([Problem("$.after", "must be a sequence number (-1 or more)")])
         await self._follow_stored(run_id, after=after)
 
     async def _draft_update(self, frame: Frame) -> None:
         draft = _text(frame, "draft")
         assert self.conversation is not None
-        try:
-            await _draft_update(self.conversation, draft)
-        except ValidationFailed as exc:
-            raise FrameError("invalid", str(exc)) from None
+        await _draft_update(self.conversation, draft)
 
     async def _ping(self, frame: Frame) -> None:
         await self.send_json({"type": "pong"})

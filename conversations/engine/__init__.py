@@ -25,7 +25,6 @@ from conversations.engine.llm.base import GenerationSettings, ProviderError
 from conversations.engine.responses import ResponseAsk, response_start, response_unstored
 from conversations.engine.runner import run_step
 from conversations.engine.runs import (
-    RUN_ACTIVE_MESSAGE,
     chat_start,
     run_cancel,
     run_finish,
@@ -36,7 +35,6 @@ from conversations.engine.watchdog import runs_watchdog
 
 __all__ = [
     "RESET_MESSAGES",
-    "RUN_ACTIVE_MESSAGE",
     "GenerationSettings",
     "ProviderError",
     "ResponseAsk",

@@ -13,7 +13,7 @@ def reply_regenerate(
     *, conversation: Conversation, message_id: UUID | str, client_id: str = ""
 ) -> tuple[Branch, Run]:
     """Answer again the turn that produced an assistant reply, on a new active branch.
-    Message.DoesNotExist for an id not in this conversation; Conflict while a run is
+    Message.DoesNotExist for an id not in this conversation; RunActive while a run is
     active; ValidationFailed for a message that is not an assistant reply."""
     message = selectors.message_get(conversation=conversation, message_id=message_id)
 

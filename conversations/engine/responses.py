@@ -62,7 +62,7 @@ def response_start(
     previous: Run | None = None,
 ) -> Run:
     """Store the input and start the run answering it: in `conversation`, after the
-    response `previous`, or in a new conversation when neither is given. Conflict while
+    response `previous`, or in a new conversation when neither is given. RunActive while
     another run of that conversation is active; nothing is stored then."""
     with transaction.atomic():
         if previous is not None:

@@ -25,7 +25,7 @@ from conversations import metrics, notifications, validation
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raise
 from conversations.engine.lease import Lease
-from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem, ValidationFailed
+from conversations.errors import Problem, RunActive, ValidationFailed
 from conversations.event_types import terminal_type
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.serializers import run_payload
@@ -50,7 +50,7 @@ def run_start(
     it in one transaction, then (after commit) announce the run and hand it to a worker.
 
     `client_id` makes the call idempotent: a repeat with the same id returns the run the
-    first call started. Raises Conflict while another run of this conversation is active:
+    first call started. Raises RunActive while another run of this conversation is active:
     nothing is stored then. The conversation's counters, title, draft and model are read
     again under its lock, so `conversation` may be a copy read long before (a socket's).
     """
@@ -82,7 +82,7 @@ def run_begin(
 ) -> tuple[Branch, Message | None, Run]:
     """Start a run in one transaction with the writes `prepare` makes, then announce it
     after commit. Returns the branch, the message `prepare` stored and the run.
-    Idempotent by `client_id`; Conflict while another run is active.
+    Idempotent by `client_id`; RunActive while another run is active.
 
     The cost is the point (it is paid on every message sent): one statement locks the
     conversation and answers both checks; the user message is inserted already pointing
@@ -104,7 +104,7 @@ def run_begin(
                 if earlier is not None:
                     return earlier
             if lock.run_active:
-                raise Conflict(RUN_ACTIVE_MESSAGE)
+                raise RunActive()
             locked = lock.locked
             # Registered before anything else that runs after commit: a worker waits for
             # this one, while the notifications only keep other tabs in sync.
@@ -132,7 +132,7 @@ def run_begin(
             if earlier is not None:
                 return earlier
         if Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists():
-            raise Conflict(RUN_ACTIVE_MESSAGE) from exc
+            raise RunActive() from exc
         raise
     return branch, stored, run
 
@@ -145,7 +145,7 @@ def chat_start(
     the conversation's whole stored history, as for any turn.
 
     All or nothing: a refused message leaves no empty conversation behind. Raises
-    Conversation.DoesNotExist for an id that is not the user's, Conflict while a run of
+    Conversation.DoesNotExist for an id that is not the user's, RunActive while a run of
     the conversation is active.
     """
     raise_if(validation.content_problems(message, path="$.message"))

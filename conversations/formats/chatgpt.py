@@ -50,7 +50,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from conversations import validation
-from conversations.errors import Problem, ValidationFailed
+from conversations.errors import INVALID_IMPORT, INVALID_JSON, Problem, ValidationFailed
 from conversations.formats import chatgpt_content as body
 from conversations.formats.chatgpt_tree import capped, node_path, tree_read
 from conversations.formats.chatgpt_walk import (
@@ -64,9 +64,6 @@ from conversations.formats.chatgpt_walk import (
 from conversations.formats.exporting import FORMAT, VERSION
 from conversations.json_input import JsonInputError, json_parse, json_problems
 from conversations.models import default_tools
-
-# The error code of an export (or a conversation in it) this importer cannot take.
-INVALID = "invalid_import"
 
 
 @dataclass(frozen=True)
@@ -187,13 +184,13 @@ def chatgpt_conversation_convert(conversation: Any, *, base: str = "$") -> Conve
     if not isinstance(conversation, dict):
         kind = validation.type_name(conversation)
         raise ValidationFailed(
-            [Problem(base, f"must be a conversation object, not {kind}")], INVALID
+            [Problem(base, f"must be a conversation object, not {kind}")], INVALID_IMPORT
         )
     if "mapping" not in conversation:
-        raise ValidationFailed([Problem(f"{base}.mapping", "is required")], INVALID)
+        raise ValidationFailed([Problem(f"{base}.mapping", "is required")], INVALID_IMPORT)
     tree = tree_read(conversation["mapping"], base=base)
     if isinstance(tree, list):
-        raise ValidationFailed(tree, INVALID)
+        raise ValidationFailed(tree, INVALID_IMPORT)
     start = body.epoch_time(conversation.get("create_time")) or timezone.now()
     builder = Builder(base=base, tree=tree, start=start)
     walk(builder)
@@ -202,7 +199,7 @@ def chatgpt_conversation_convert(conversation: Any, *, base: str = "$") -> Conve
         where = node_path(base, builder.instructions[0][1]) + ".message.content"
         builder.problems += validation.system_prompt_problems(prompt, path=where)
     if builder.problems:
-        raise ValidationFailed(capped(builder.problems, base), INVALID)
+        raise ValidationFailed(capped(builder.problems, base), INVALID_IMPORT)
     return _document(builder, conversation)
 
 
@@ -220,7 +217,7 @@ class ChatGPTConversion:
     chatgpt_id: str
     converted: Converted | None
     problems: list[Problem]
-    code: str = INVALID
+    code: str = INVALID_IMPORT.code
 
 
 @dataclass(frozen=True)
@@ -281,18 +278,18 @@ def chatgpt_export_read(document: bytes, *, max_bytes: int | None = None) -> Cha
     limit = settings.PARLEY_IMPORT_MAX_BYTES if max_bytes is None else max_bytes
     if len(document) > limit:
         message = f"the file is {len(document)} bytes; the limit is {limit}"
-        raise ValidationFailed([Problem("$", message)], INVALID)
+        raise ValidationFailed([Problem("$", message)], INVALID_IMPORT)
     try:
         data = json_parse(document, check=False)
     except JsonInputError as exc:
-        raise ValidationFailed([Problem(exc.path, exc.message)], "invalid_json") from None
+        raise ValidationFailed([Problem(exc.path, exc.message)], INVALID_JSON) from None
     found = _container(data)
     if found is None:
         message = (
             "must be a ChatGPT export: an array of conversations (conversations.json) or "
             f"one conversation object with a mapping, not {validation.type_name(data)}"
         )
-        raise ValidationFailed([Problem("$", message)], INVALID)
+        raise ValidationFailed([Problem("$", message)], INVALID_IMPORT)
     conversations, pattern = found
     by_index: dict[int, list[Problem]] = {}
     for problem in json_problems(data):
@@ -322,7 +319,7 @@ def chatgpt_export_conversions(export: ChatGPTExport) -> Iterator[ChatGPTConvers
         refused = export.text_problems.get(index)
         if refused:
             yield ChatGPTConversion(
-                index, path, title, chatgpt_id, None, capped(refused, path), "invalid_json"
+                index, path, title, chatgpt_id, None, capped(refused, path), INVALID_JSON.code
             )
             continue
         try:

@@ -29,7 +29,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from conversations import validation
-from conversations.errors import Problem, ValidationFailed
+from conversations.errors import INVALID_JSON, Problem, ValidationFailed
 from conversations.formats.exporting import FORMAT, VERSION
 from conversations.formats.import_checks import (
     conversation_problems,
@@ -154,18 +154,18 @@ def parse_export(document: bytes | str) -> ParsedExport:
     try:
         data = json_parse(raw, check=False)
     except JsonInputError as exc:
-        raise ValidationFailed([Problem(exc.path, exc.message)], code="invalid_json") from None
+        raise ValidationFailed([Problem(exc.path, exc.message)], INVALID_JSON) from None
     # Every unstorable text is reported with the rest; too deep a document goes no further.
     unstorable = json_problems(data)
     text_problems = [Problem(p.path, p.message) for p in unstorable]
     if any(is_too_deep(problem) for problem in unstorable):
-        raise ValidationFailed(text_problems, code="invalid_json")
+        raise ValidationFailed(text_problems, INVALID_JSON)
     try:
         return _document_parse(raw, data, text_problems)
     except ValidationFailed as exc:
         # Text no database can store makes the document unacceptable JSON, as in any body.
         if text_problems:
-            exc.code = "invalid_json"
+            raise ValidationFailed(exc.problems, INVALID_JSON) from None
         raise
 
 

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import ApiKeyAuthentication
 from conversations import selectors
+from conversations.errors import INVALID_JSON, REQUEST_TOO_LARGE, NotFound
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Conversation
 from conversations.openai_api import ids
@@ -23,7 +24,6 @@ from conversations.openai_api.errors import (
     OpenAIError,
     exception_handler,
     invalid,
-    not_found,
     quoted,
 )
 from conversations.validation import type_name, unstorable_reason
@@ -51,9 +51,7 @@ class JSONBodyParser(BaseParser):
         except JsonInputError as exc:
             reason = str(exc)
         raise OpenAIError(
-            400,
-            f"We could not parse the JSON body of your request: {reason}.",
-            code="invalid_json",
+            INVALID_JSON, f"We could not parse the JSON body of your request: {reason}."
         )
 
 
@@ -96,9 +94,8 @@ class OpenAIView(APIView):
         limit: int = settings.PARLEY_API_MAX_BODY_BYTES
         if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
             raise OpenAIError(
-                413,
+                REQUEST_TOO_LARGE,
                 f"The request body is {len(request.body)} bytes; the limit is {limit}.",
-                code="request_too_large",
             )
 
 
@@ -161,4 +158,4 @@ def conversation_for(request: Request, conversation_id: str) -> Conversation:
             raise Conversation.DoesNotExist
         return selectors.conversation_get(user=request.user, conversation_id=key)  # type: ignore[arg-type]
     except Conversation.DoesNotExist:
-        raise not_found(f"Conversation with id '{quoted(conversation_id)}' not found.") from None
+        raise NotFound(f"Conversation with id '{quoted(conversation_id)}' not found.") from None

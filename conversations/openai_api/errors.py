@@ -1,5 +1,11 @@
-"""Every error of /openai/v1/ in OpenAI's shape and with its status codes:
-`{"error": {"message", "type", "param", "code"}}`.
+"""The OpenAI-compatible door's rendering of the error vocabulary (conversations.errors):
+`{"error": {"message", "type", "param", "code"}}` with OpenAI's status codes.
+
+`OPENAI` is the one table from vocabulary code to OpenAI's status, type and code. The code
+is the vocabulary's, except where OpenAI has its own for the condition (a run in flight
+is OpenAI's 400 `conversation_locked`; a missing key `missing_api_key`, ...): that alias
+is declared in the table and nowhere else. This door's own parameter checks may name a
+finer OpenAI code for invalid input (`INVALID_REFINEMENTS`, e.g. `unknown_parameter`).
 
 The SDKs pick their exception class from the status (400 BadRequestError, 401
 AuthenticationError, 404 NotFoundError, 409 ConflictError, 429 RateLimitError, ...) and
@@ -9,46 +15,116 @@ say so. A throttled request does, after `Retry-After`.
 """
 
 import logging
-import math
+from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework import exceptions
 from rest_framework.response import Response
 
 from config.log_context import exception_for_log
-from conversations.errors import Conflict, QuotaExceeded, ValidationFailed
+from conversations import errors as codes
+from conversations.errors import (
+    ErrorCode,
+    ParleyError,
+    Throttled,
+    ValidationFailed,
+    error_from,
+)
 
 log = logging.getLogger(__name__)
 
 INVALID_REQUEST = "invalid_request_error"
+SERVER = "server_error"
 SHOULD_RETRY = "x-should-retry"
 # An id or a path quoted back in a message is cut to this many characters.
 QUOTE_MAX = 100
 
 
-class OpenAIError(Exception):
-    """An answer in OpenAI's error shape, raised by the views and their helpers."""
+@dataclass(frozen=True)
+class OpenAIShape:
+    status: int
+    type: str = INVALID_REQUEST
+    # OpenAI's own code for the condition; "" for the vocabulary's, None for none at all.
+    alias: str | None = ""
+    # False: `x-should-retry: false`, so the SDK does not retry what cannot succeed now.
+    retry: bool = True
+    # OpenAI's own wording, formatted with the error's `message` and the request's
+    # `method` and `path`; None: the error's message.
+    message: str | None = None
+
+
+OPENAI: dict[ErrorCode, OpenAIShape] = {
+    codes.INVALID: OpenAIShape(400, alias="invalid_value"),
+    codes.INVALID_JSON: OpenAIShape(400),
+    codes.INVALID_IMPORT: OpenAIShape(400),
+    codes.REQUEST_TOO_LARGE: OpenAIShape(413),
+    codes.BAD_REQUEST: OpenAIShape(400),
+    codes.UNSUPPORTED_MEDIA_TYPE: OpenAIShape(415),
+    codes.NOT_ACCEPTABLE: OpenAIShape(406),
+    codes.NOT_AUTHENTICATED: OpenAIShape(
+        401,
+        alias="missing_api_key",
+        message="You didn't provide an API key. Send a Parley API key as "
+        "'Authorization: Bearer <key>'.",
+    ),
+    codes.AUTHENTICATION_FAILED: OpenAIShape(
+        401, alias="invalid_api_key", message="{message} Create a key in Parley."
+    ),
+    codes.PERMISSION_DENIED: OpenAIShape(403),
+    codes.NOT_FOUND: OpenAIShape(404),
+    codes.UNKNOWN_URL: OpenAIShape(404, message="Invalid URL ({method} {path})."),
+    codes.METHOD_NOT_ALLOWED: OpenAIShape(405, message="Invalid method for URL ({method} {path})."),
+    codes.THROTTLED: OpenAIShape(429, type="requests", alias="rate_limit_exceeded"),
+    codes.CONVERSATION_QUOTA_EXCEEDED: OpenAIShape(429, type="insufficient_quota", retry=False),
+    codes.MESSAGE_QUOTA_EXCEEDED: OpenAIShape(429, type="insufficient_quota", retry=False),
+    codes.RUN_ACTIVE: OpenAIShape(400, alias="conversation_locked", retry=False),
+    codes.NO_ACTIVE_RUN: OpenAIShape(409, retry=False),
+    codes.DRAFT_EDITED_MEANWHILE: OpenAIShape(409, retry=False),
+    # A stream asked of a response whose events are gone: retrieve it without `stream`.
+    codes.EVENTS_EXPIRED: OpenAIShape(400, retry=False),
+    codes.STREAM_UNAVAILABLE: OpenAIShape(503, type=SERVER),
+    codes.IDEMPOTENCY_IN_FLIGHT: OpenAIShape(409),
+    codes.IDEMPOTENCY_KEY_REUSED: OpenAIShape(422),
+    codes.IDEMPOTENCY_ANSWER_NOT_KEPT: OpenAIShape(409, retry=False),
+    codes.MODEL_CALL_FAILED: OpenAIShape(502, type=SERVER),
+    codes.SERVER_ERROR: OpenAIShape(
+        500, type=SERVER, alias=None, message="The server had an error processing your request."
+    ),
+}
+
+# OpenAI's finer codes for invalid input, named by this door's own parameter checks.
+INVALID_REFINEMENTS = frozenset(
+    {
+        "invalid_type",
+        "missing_required_parameter",
+        "unknown_parameter",
+        "empty_array",
+        "array_above_max_length",
+        "unsupported_value",
+    }
+)
+
+
+class OpenAIError(ParleyError):
+    """A refusal by this door's own checks: a vocabulary condition, with the parameter
+    it concerns and, for invalid input, one of OpenAI's finer codes."""
 
     def __init__(
         self,
-        status: int,
+        error: ErrorCode,
         message: str,
         *,
         param: str | None = None,
-        code: str | None = None,
-        type: str = INVALID_REQUEST,
-        headers: dict[str, str] | None = None,
+        refinement: str | None = None,
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        if refinement is not None and (
+            error is not codes.INVALID or refinement not in INVALID_REFINEMENTS
+        ):
+            raise ValueError(f"{refinement!r} does not refine {error.code!r}")
+        super().__init__(error, message)
         self.param = param
-        self.code = code
-        self.type = type
-        self.headers = headers or {}
+        self.refinement = refinement
 
 
 def quoted(value: Any) -> str:
@@ -56,28 +132,8 @@ def quoted(value: Any) -> str:
     return text if len(text) <= QUOTE_MAX else text[: QUOTE_MAX - 1] + "…"
 
 
-def invalid(message: str, *, param: str | None, code: str = "invalid_value") -> OpenAIError:
-    return OpenAIError(400, message, param=param, code=code)
-
-
-def not_found(message: str) -> OpenAIError:
-    return OpenAIError(404, message, code="not_found")
-
-
-def error_body(
-    message: str, *, type: str = INVALID_REQUEST, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
-
-
-def error_response(error: OpenAIError) -> Response:
-    response = Response(
-        error_body(error.message, type=error.type, param=error.param, code=error.code),
-        status=error.status,
-    )
-    for name, value in error.headers.items():
-        response[name] = value
-    return response
+def invalid(message: str, *, param: str | None, code: str | None = None) -> OpenAIError:
+    return OpenAIError(codes.INVALID, message, param=param, refinement=code)
 
 
 def param_of(path: str) -> str | None:
@@ -88,84 +144,70 @@ def param_of(path: str) -> str | None:
     return path.removeprefix("$.").removeprefix("$")
 
 
-def _translated(exc: Exception, request: Any) -> OpenAIError | None:
-    """The OpenAI error for a domain or framework exception; None for a bug."""
-    if isinstance(exc, OpenAIError):
-        return exc
-    if isinstance(exc, ValidationFailed):
-        first = exc.problems[0] if exc.problems else None
-        message = f"Invalid value for '{param_of(first.path)}': {first.message}." if first else ""
-        more = len(exc.problems) - 1
-        if more > 0:
-            message += f" ({more} more problem{'s' if more > 1 else ''} in this request.)"
-        return invalid(
-            message or "Invalid request.",
-            param=param_of(first.path) if first else None,
-            code="invalid_json" if exc.code == "invalid_json" else "invalid_value",
-        )
-    if isinstance(exc, Http404 | ObjectDoesNotExist | exceptions.NotFound):
-        return not_found("Not found.")
-    if isinstance(exc, Conflict):
-        return OpenAIError(409, str(exc), code="conflict", headers={SHOULD_RETRY: "false"})
-    if isinstance(exc, QuotaExceeded):
-        # Used up until an owner deletes something or the day turns: retrying now is futile.
-        return OpenAIError(
-            429,
-            exc.message,
-            code=exc.code,
-            type="insufficient_quota",
-            headers={SHOULD_RETRY: "false"},
-        )
-    if isinstance(exc, RequestDataTooBig):
-        return OpenAIError(413, "The request body is too large.", code="request_too_large")
-    if isinstance(exc, exceptions.Throttled):
-        raw_wait = getattr(exc, "wait", None)
-        wait = math.ceil(raw_wait) if raw_wait is not None else None
-        message = "Rate limit reached for requests; slow down."
-        headers = {}
-        if wait is not None:
-            message += f" Retry in {wait} seconds."
-            headers["Retry-After"] = str(wait)
-        return OpenAIError(
-            429, message, code="rate_limit_exceeded", type="requests", headers=headers
-        )
-    if isinstance(exc, exceptions.NotAuthenticated):
-        return OpenAIError(
-            401,
-            "You didn't provide an API key. Send a Parley API key as "
-            "'Authorization: Bearer <key>'.",
-            code="missing_api_key",
-        )
-    if isinstance(exc, exceptions.AuthenticationFailed):
-        return OpenAIError(401, f"{exc.detail} Create a key in Parley.", code="invalid_api_key")
-    if isinstance(exc, exceptions.MethodNotAllowed):
-        return OpenAIError(
-            405,
-            f"Invalid method for URL ({request.method} {quoted(request.path)}).",
-            code="method_not_allowed",
-        )
-    if isinstance(exc, exceptions.APIException):
-        return OpenAIError(exc.status_code, str(exc.detail), code=str(exc.default_code))
-    return None
+def _problems_message(error: ValidationFailed) -> tuple[str, str | None]:
+    """The first problem in OpenAI's words, and the parameter it names."""
+    if not error.problems:
+        return error.message, None
+    first = error.problems[0]
+    param = param_of(first.path)
+    message = f"Invalid value for '{param}': {first.message}."
+    more = len(error.problems) - 1
+    if more > 0:
+        message += f" ({more} more problem{'s' if more > 1 else ''} in this request.)"
+    return message, param
+
+
+def error_body(error: ParleyError, request: Any = None) -> dict[str, Any]:
+    shape = OPENAI[error.error]
+    message, param = error.message, None
+    if isinstance(error, OpenAIError):
+        param = error.param
+    elif isinstance(error, ValidationFailed):
+        message, param = _problems_message(error)
+    if shape.message is not None:
+        method = getattr(request, "method", "") or ""
+        path = quoted(getattr(request, "path", "") or "")
+        message = shape.message.format(message=message, method=method, path=path)
+    code = shape.alias if shape.alias != "" else error.code
+    if isinstance(error, OpenAIError) and error.refinement is not None:
+        code = error.refinement
+    return {"error": {"message": message, "type": shape.type, "param": param, "code": code}}
+
+
+def error_headers(error: ParleyError, *, auth_header: str | None = None) -> dict[str, str]:
+    shape = OPENAI[error.error]
+    headers = {}
+    if not shape.retry:
+        headers[SHOULD_RETRY] = "false"
+    if isinstance(error, Throttled) and error.wait is not None:
+        headers["Retry-After"] = str(error.wait)
+    if shape.status == 401:
+        headers["WWW-Authenticate"] = auth_header or "Bearer"
+    return headers
+
+
+def error_response(
+    error: ParleyError, request: Any = None, *, auth_header: str | None = None
+) -> Response:
+    return Response(
+        error_body(error, request),
+        status=OPENAI[error.error].status,
+        headers=error_headers(error, auth_header=auth_header),
+    )
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's hook for the views of this API (OpenAIView.get_exception_handler)."""
-    request = context.get("request")
-    error = _translated(exc, request)
+    error = error_from(exc)
     if error is None:
         # A bug: logged with its traceback (its message only with PARLEY_LOG_CONTENT, as a
         # database error quotes the row it refused) and answered in the same shape.
         view = context.get("view").__class__.__name__
         log.error("unhandled error in %s", view, exc_info=exception_for_log(exc))
-        error = OpenAIError(
-            500, "The server had an error processing your request.", type="server_error"
-        )
-    response = error_response(error)
-    auth_header = getattr(exc, "auth_header", None)
-    if auth_header and error.status == 401:
-        response["WWW-Authenticate"] = auth_header
-    return response
+        error = ParleyError(codes.SERVER_ERROR)
+    return error_response(
+        error, context.get("request"), auth_header=getattr(exc, "auth_header", None)
+    )
 
 
 # Exempt: it changes nothing, and a POST to a path that does not exist is a 404, not a
@@ -173,7 +215,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 @csrf_exempt
 def unknown_url(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Any path under /openai/v1/ that matches no endpoint, whoever asks."""
+    error = ParleyError(codes.UNKNOWN_URL)
     return JsonResponse(
-        error_body(f"Invalid URL ({request.method} {quoted(request.path)}).", code="unknown_url"),
-        status=404,
+        error_body(error, request), status=OPENAI[error.error].status, headers=error_headers(error)
     )

@@ -9,8 +9,9 @@ pages never shift while items are added.
 from dataclasses import dataclass
 
 from conversations import selectors
+from conversations.errors import NotFound
 from conversations.models import Branch, Conversation, Message
-from conversations.openai_api.errors import OpenAIError, invalid, not_found, quoted
+from conversations.openai_api.errors import invalid, quoted
 from conversations.openai_api.ids import ItemRef, item_ref
 from conversations.openai_api.objects import Item, message_items
 
@@ -28,7 +29,7 @@ def item_find(*, conversation: Conversation, raw_id: str) -> FoundItem:
     ref = item_ref(raw_id)
     found = _lookup(conversation, ref) if ref is not None else None
     if found is None:
-        raise not_found(f"Item with id '{quoted(raw_id)}' not found.")
+        raise NotFound(f"Item with id '{quoted(raw_id)}' not found.")
     return found
 
 
@@ -56,7 +57,7 @@ def items_page(
     else:
         try:
             found = item_find(conversation=conversation, raw_id=after)
-        except OpenAIError:
+        except NotFound:
             raise invalid(
                 f"Invalid 'after': no item with id '{quoted(after)}' in this conversation.",
                 param="after",

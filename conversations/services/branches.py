@@ -13,7 +13,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from conversations import notifications
-from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem, ValidationFailed
+from conversations.errors import Problem, RunActive, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.selectors.branches import branch_get, branch_segments, path_last
 from conversations.serializers import branch_payload
@@ -74,7 +74,7 @@ def branch_fork(*, conversation: Conversation, source: Branch, fork_seq: int) ->
 
 def _no_active_run(conversation: Conversation) -> None:
     if Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists():
-        raise Conflict(RUN_ACTIVE_MESSAGE)
+        raise RunActive()
 
 
 def _activate(conversation: Conversation, branch: Branch) -> None:
@@ -86,7 +86,7 @@ def _activate(conversation: Conversation, branch: Branch) -> None:
 
 
 def branch_switch(*, conversation: Conversation, branch_id: UUID | str) -> Branch:
-    """Show another branch. Refused (Conflict) while a reply is being generated, since
+    """Show another branch. Refused (RunActive) while a reply is being generated, since
     that reply belongs to the branch shown; Branch.DoesNotExist for another
     conversation's branch."""
     with transaction.atomic():

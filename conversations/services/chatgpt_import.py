@@ -18,9 +18,8 @@ from django.db import DatabaseError
 
 from accounts.models import User
 from config.log_context import exception_for_log
-from conversations.errors import Problem, QuotaExceeded, ValidationFailed
+from conversations.errors import INVALID, INVALID_IMPORT, Problem, QuotaExceeded, ValidationFailed
 from conversations.formats.chatgpt import (
-    INVALID,
     ChatGPTConversion,
     chatgpt_export_conversions,
     chatgpt_export_read,
@@ -147,7 +146,7 @@ def _store(owner: User, conversion: ChatGPTConversion) -> ChatGPTImportResult:
     except ValidationFailed as exc:
         problems = _in_export(exc.problems, conversion.path, converted.sources)
         # Refused by the same checks as any export: still this importer's refusal.
-        code = INVALID if exc.code == "invalid" else exc.code
+        code = INVALID_IMPORT.code if exc.error is INVALID else exc.code
         return ChatGPTImportResult(*labels, error=_invalid(code, problems))
     except DatabaseError as exc:
         # The database refused what the checks let through: a bug to fix, but the other

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.models import User
 from conversations import notifications, validation
-from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict, Problem
+from conversations.errors import Problem, RunActive
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.selectors.branches import branch_active, path_messages, segment_owning
 from conversations.services.branches import branch_fork, branch_switch
@@ -71,7 +71,7 @@ def items_append(*, conversation: Conversation, messages: Sequence[NewMessage]) 
 
     As over the REST API: a system message is a context event and may arrive while a reply
     is being generated; anything else would land in the middle of that reply's turn, so it
-    is refused (Conflict) until the run ends. Each user message counts against the
+    is refused (RunActive) until the run ends. Each user message counts against the
     owner's daily message quota (QuotaExceeded), and the first names an untitled
     conversation.
     """
@@ -82,7 +82,7 @@ def items_append(*, conversation: Conversation, messages: Sequence[NewMessage]) 
         locked = conversation_lock(conversation)
         turns = [new for new in messages if new.role != Message.Role.SYSTEM]
         if turns and _run_active(conversation):
-            raise Conflict(RUN_ACTIVE_MESSAGE)
+            raise RunActive()
         for new in turns:
             if new.role == Message.Role.USER:
                 message_quota_take(user_id=conversation.owner_id)
@@ -148,7 +148,7 @@ def message_replace(
     replacement and copies of the messages that followed it (new ids, the same times,
     marked as copies so the usage dashboard does not count them twice), and the old path
     stays as an alternative. Costs one row per message after `message`. Refused
-    (Conflict) while a reply is being generated, as switching branches is;
+    (RunActive) while a reply is being generated, as switching branches is;
     Message.DoesNotExist when `message` is not on the active path.
     """
     if replacement is not None:
@@ -156,7 +156,7 @@ def message_replace(
     with transaction.atomic():
         locked = conversation_lock(conversation)
         if _run_active(conversation):
-            raise Conflict(RUN_ACTIVE_MESSAGE)
+            raise RunActive()
         source = branch_active(conversation=locked)
         if (
             message.seq > source.message_count

@@ -9,11 +9,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import User
-from conversations.errors import QuotaExceeded
+from conversations.errors import (
+    CONVERSATION_QUOTA_EXCEEDED,
+    MESSAGE_QUOTA_EXCEEDED,
+    QuotaExceeded,
+)
 from conversations.models import Conversation, DailyMessageCount
-
-CONVERSATIONS_QUOTA = "conversation_quota_exceeded"
-MESSAGES_QUOTA = "message_quota_exceeded"
 
 
 def conversation_quota_check(*, owner_id: int) -> None:
@@ -28,7 +29,7 @@ def conversation_quota_check(*, owner_id: int) -> None:
     User.objects.select_for_update().filter(pk=owner_id).values_list("pk").first()
     if Conversation.objects.filter(owner_id=owner_id).count() >= limit:
         raise QuotaExceeded(
-            CONVERSATIONS_QUOTA,
+            CONVERSATION_QUOTA_EXCEEDED,
             f"You have reached the limit of {limit} conversations; delete one to start another.",
         )
 
@@ -50,7 +51,7 @@ def message_quota_take(*, user_id: int) -> None:
     )
     if not taken:
         raise QuotaExceeded(
-            MESSAGES_QUOTA,
+            MESSAGE_QUOTA_EXCEEDED,
             f"You have sent the maximum of {limit} messages for today; the limit resets at "
             "midnight UTC.",
         )

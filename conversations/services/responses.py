@@ -13,7 +13,7 @@ from uuid import UUID
 from django.db import transaction
 
 from conversations import notifications
-from conversations.errors import RUN_ACTIVE_MESSAGE, Conflict
+from conversations.errors import RunActive
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.services.common import raise_if
 from conversations.services.items import _problems
@@ -80,9 +80,9 @@ def _with_run(new: NewMessage, run_id: UUID) -> NewMessage:
 def response_delete(*, run: Run) -> None:
     """Take a response away: its run's row goes, while the messages it stored stay in
     their conversation (they are the conversation's items, as on OpenAI's API) and stop
-    naming it. Conflict while it is still running: cancel it first."""
+    naming it. RunActive while it is still running: cancel it first."""
     with transaction.atomic():
         if Run.objects.filter(pk=run.pk, status__in=Run.ACTIVE_STATUSES).exists():
-            raise Conflict(RUN_ACTIVE_MESSAGE)
+            raise RunActive()
         Message.objects.filter(conversation_id=run.conversation_id, run_id=run.pk).update(run=None)
         Run.objects.filter(pk=run.pk).delete()

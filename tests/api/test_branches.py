@@ -260,7 +260,7 @@ def test_while_a_run_is_active_regenerate_edit_and_switch_are_409(api, chatted):
         api.patch(url(chatted), {"active_branch_id": root}, format="json"),
     ]:
         assert response.status_code == 409, response.content
-        assert error_of(response)["code"] == "conflict"
+        assert error_of(response)["code"] == "run_active"
     assert counts(chatted) == before
     chatted.refresh_from_db()
     assert str(chatted.active_branch_id) == regenerated["branch"]["id"]

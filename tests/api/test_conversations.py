@@ -173,7 +173,7 @@ def test_a_second_message_while_a_run_is_active_is_409(api, conversation):
         f"/api/v1/conversations/{conversation.pk}/messages/", {"content": "second"}, format="json"
     )
     assert response.status_code == 409
-    assert error_of(response)["code"] == "conflict"
+    assert error_of(response)["code"] == "run_active"
     assert Message.objects.filter(conversation=conversation).count() == 1
 
 

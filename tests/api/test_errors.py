@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conversations.errors import QuotaExceeded
+from conversations.errors import CONVERSATION_QUOTA_EXCEEDED, QuotaExceeded
 from conversations.models import Conversation
 from tests.api.conftest import error_of
 
@@ -12,20 +12,20 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("path", "code"),
     [
-        "/api/v1/nothing-here/",
-        "/api/v1/conversations/not-a-uuid/",
-        "/api/v1/conversations/00000000-0000-0000-0000-000000000000/messages/",
-        "/api/v1/runs/00000000-0000-0000-0000-000000000000/",
-        "/api/elsewhere",
+        ("/api/v1/nothing-here/", "unknown_url"),
+        ("/api/v1/conversations/not-a-uuid/", "not_found"),
+        ("/api/v1/conversations/00000000-0000-0000-0000-000000000000/messages/", "not_found"),
+        ("/api/v1/runs/00000000-0000-0000-0000-000000000000/", "not_found"),
+        ("/api/elsewhere", "unknown_url"),
     ],
 )
-def test_unknown_paths_and_objects_are_json_404(api, path):
+def test_unknown_paths_and_objects_are_json_404(api, path, code):
     response = api.get(path)
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
-    assert error_of(response)["code"] == "not_found"
+    assert error_of(response)["code"] == code
 
 
 def test_validation_errors_list_every_problem_with_its_path(api):
@@ -85,13 +85,13 @@ def test_a_reached_quota_is_429_with_its_code(api, monkeypatch):
     from conversations.api.views import conversations as views
 
     def refuse(**kwargs):
-        raise QuotaExceeded("conversations_per_user", "You have reached 100 conversations.")
+        raise QuotaExceeded(CONVERSATION_QUOTA_EXCEEDED, "You have reached 100 conversations.")
 
     monkeypatch.setattr(views.services, "conversation_create", refuse)
     response = api.post("/api/v1/conversations/", {"title": "x"}, format="json")
     assert response.status_code == 429
     assert error_of(response) == {
-        "code": "conversations_per_user",
+        "code": "conversation_quota_exceeded",
         "message": "You have reached 100 conversations.",
     }
     assert not Conversation.objects.exists()

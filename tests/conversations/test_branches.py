@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from conversations import engine, selectors, services
 from conversations.engine import watchdog
-from conversations.errors import Conflict, ValidationFailed
+from conversations.errors import RunActive, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
 from tests.fake_openai import FakeOpenAI, Script
 from tests.steps import run_to_end
@@ -184,15 +184,15 @@ def test_a_branch_change_is_refused_while_a_reply_is_generated(chatted, model, e
     _, running = engine.run_start(conversation=chatted, content="Still there?")
     before = (Branch.objects.count(), Message.objects.count())
 
-    with pytest.raises(Conflict):
+    with pytest.raises(RunActive):
         engine.reply_regenerate(conversation=chatted, message_id=last.pk)
     question = Message.objects.get(conversation=chatted, seq=3)
-    with pytest.raises(Conflict):
+    with pytest.raises(RunActive):
         engine.message_edit(conversation=chatted, message_id=question.pk, content="x")
     other = services.branch_fork(
         conversation=chatted, source=Branch.objects.get(pk=chatted.active_branch_id), fork_seq=2
     )
-    with pytest.raises(Conflict):
+    with pytest.raises(RunActive):
         services.branch_switch(conversation=chatted, branch_id=other.pk)
 
     assert (Branch.objects.count(), Message.objects.count()) == (before[0] + 1, before[1])

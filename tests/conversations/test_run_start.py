@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations import engine, notifications, services
-from conversations.errors import Conflict
+from conversations.errors import RunActive
 from conversations.models import Branch, Conversation, Message, Run
 from tests.conversations.test_consumers import (  # noqa: F401 (an autouse fixture)
     close_thread_connections,
@@ -98,7 +98,7 @@ def test_a_refused_start_announces_nothing(owner, sent, django_capture_on_commit
     with django_capture_on_commit_callbacks(execute=True):
         engine.run_start(conversation=conversation, content="first")
     sent.clear()
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(Conflict):
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RunActive):
         engine.run_start(conversation=conversation, content="second")
     assert sent == []
     assert conversation.messages.count() == 1
@@ -111,7 +111,7 @@ def test_a_repeat_while_its_run_is_still_active_answers_that_run(owner):
     again, repeated = engine.run_start(conversation=conversation, content="Once", client_id="c-1")
     assert (again.pk, repeated.pk) == (message.pk, run.pk)
     assert conversation.messages.count() == 1
-    with pytest.raises(Conflict):
+    with pytest.raises(RunActive):
         engine.run_start(conversation=conversation, content="Twice", client_id="c-2")
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from conversations import engine
 from conversations.engine import eventlog
-from conversations.errors import Conflict
+from conversations.errors import RunActive
 from conversations.models import Message, Run
 from tests.e2e.conftest import run_wait, stored
 from tests.fake_openai import Script
@@ -63,7 +63,7 @@ def test_two_tool_rounds_complete_with_everything_stored_and_streamed(chat, work
 def test_a_second_message_while_a_run_is_active_is_refused(chat, redis_url):
     # No worker: the first run stays queued.
     engine.run_start(conversation=chat, content="first")
-    with pytest.raises(Conflict):
+    with pytest.raises(RunActive):
         engine.run_start(conversation=chat, content="second")
     assert [m.content for m in stored(chat)] == ["first"]
 

@@ -145,12 +145,14 @@ def test_items_wait_for_a_reply_being_generated_but_context_events_do_not(client
         [user("again")],
         [{"type": "function_call_output", "call_id": "x", "output": ""}],
     ):
-        with pytest.raises(openai.ConflictError) as caught:
+        with pytest.raises(openai.BadRequestError) as caught:
             client.conversations.items.create(conversation.id, items=items)
+        assert caught.value.code == "conversation_locked"
         assert caught.value.response.headers["x-should-retry"] == "false"
     first = client.conversations.items.list(conversation.id).data[0]
-    with pytest.raises(openai.ConflictError):
+    with pytest.raises(openai.BadRequestError) as caught:
         client.conversations.items.delete(first.id, conversation_id=conversation.id)
+    assert caught.value.code == "conversation_locked"
     added = client.conversations.items.create(
         conversation.id, items=[{"role": "developer", "content": "The user is on a phone."}]
     )

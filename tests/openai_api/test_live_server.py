@@ -41,10 +41,11 @@ def test_conflicts_are_not_retried(live_client, owner):
     created = live_client.conversations.create()
     Run.objects.create(conversation=Conversation.objects.get(owner=owner), status=Run.Status.QUEUED)
     retrying = live_client.with_options(max_retries=3)
-    with pytest.raises(openai.ConflictError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:
         retrying.conversations.items.create(
             created.id, items=[{"role": "user", "content": "while a reply runs"}]
         )
+    assert caught.value.code == "conversation_locked"
     assert caught.value.response.headers["x-should-retry"] == "false"
     with pytest.raises(openai.NotFoundError):
         retrying.conversations.retrieve("conv_" + "f" * 32)

@@ -40,14 +40,15 @@ def test_bad_requests_name_their_parameter(client, kwargs, param):
     assert body_of(caught.value)["param"] == param
 
 
-def test_a_response_while_another_runs_is_a_conflict_not_retried(client, owner):
+def test_a_response_while_another_runs_is_conversation_locked_not_retried(client, owner):
     conversation = client.conversations.create()
     stored = Conversation.objects.get(owner=owner)
     Run.objects.create(conversation=stored, status=Run.Status.QUEUED)
-    with pytest.raises(openai.ConflictError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:
         client.with_options(max_retries=2).responses.create(
             model="m", input="x", conversation=conversation.id
         )
+    assert body_of(caught.value)["code"] == "conversation_locked"
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert stored.messages.count() == 0  # nothing stored for a refused response
 

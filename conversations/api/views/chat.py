@@ -13,7 +13,6 @@ from rest_framework.throttling import BaseThrottle
 
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, AsyncApiView, idempotent
-from conversations.api.errors import ApiError
 from conversations.api.throttles import ModelThrottle, UserThrottle
 from conversations.engine import (
     RESET_MESSAGES,
@@ -22,6 +21,7 @@ from conversations.engine import (
     eventlog,
     stateless_chat,
 )
+from conversations.errors import MODEL_CALL_FAILED, ParleyError
 from conversations.models import Run
 from conversations.serializers import run_payload
 
@@ -165,7 +165,11 @@ class StatelessChatView(ApiView):
                 messages=[dict(m) for m in data["messages"]],
             )
         except ProviderError as exc:
-            raise ApiError(502, exc.code, f"The model call failed: {exc.message}") from None
+            raise ParleyError(
+                MODEL_CALL_FAILED,
+                f"The model call failed: {exc.message}",
+                {"reason": exc.code},
+            ) from None
         body: dict[str, Any] = {
             "reply": result.reply,
             "state": result.state,

@@ -13,10 +13,10 @@ from conversations.api import serializers as s
 from conversations.api.base import ApiView, idempotent, int_param, page_response
 from conversations.api.base import conversation_for as _conversation
 from conversations.api.base import valid_body as _valid
-from conversations.api.errors import ApiError
 from conversations.api.throttles import ModelThrottle
 from conversations.api.views.branches import message_out
 from conversations.engine import run_start
+from conversations.errors import Problem, ValidationFailed
 from conversations.serializers import (
     conversation_payload,
     message_payload,
@@ -40,11 +40,9 @@ def _archived(request: Request) -> bool | None:
     choices: dict[str, bool | None] = {"false": False, "true": True, "all": None}
     if raw not in choices:
         message = "must be false, true or all"
-        raise ApiError(
-            400,
-            "invalid",
-            f"Query parameter 'archived' {message}.",
-            {"problems": [{"path": "$.query.archived", "message": message}]},
+        raise ValidationFailed(
+            [Problem("$.query.archived", message)],
+            message=f"Query parameter 'archived' {message}.",
         )
     return choices[raw]
 

@@ -17,7 +17,7 @@ from conversations import services
 from conversations.api import import_schema
 from conversations.api.base import ApiView, idempotent
 from conversations.api.base import conversation_for as _conversation
-from conversations.api.errors import ApiError, problems_details
+from conversations.errors import INVALID_IMPORT, Problem, ValidationFailed
 from conversations.formats import chatgpt, exporting
 from conversations.models import Conversation
 from conversations.serializers import conversation_payload
@@ -85,20 +85,16 @@ class ExportView(ApiView):
         format = request.query_params.get("format", "json")
         if format not in EXPORTS:
             message = "must be json, markdown or jsonl"
-            raise ApiError(
-                400,
-                "invalid",
-                f"Query parameter 'format' {message}.",
-                {"problems": [{"path": "$.query.format", "message": message}]},
+            raise ValidationFailed(
+                [Problem("$.query.format", message)],
+                message=f"Query parameter 'format' {message}.",
             )
         version = request.query_params.get("version", "2")
         if version not in EXPORT_VERSIONS:
             message = "must be 1 or 2"
-            raise ApiError(
-                400,
-                "invalid",
-                f"Query parameter 'version' {message}.",
-                {"problems": [{"path": "$.query.version", "message": message}]},
+            raise ValidationFailed(
+                [Problem("$.query.version", message)],
+                message=f"Query parameter 'version' {message}.",
             )
         content_type, extension = EXPORTS[format]
         chunks = _export_chunks(conversation, format, EXPORT_VERSIONS[version])
@@ -128,8 +124,12 @@ class ImportView(ApiView):
         if chatgpt.chatgpt_export_detect(request.body):
             report = services.conversations_import_chatgpt(owner=owner, document=request.body)  # type: ignore[arg-type]
             if not report.imported:
-                details = {**problems_details(report.problems()), **report.payload()}
-                raise ApiError(400, "invalid_import", report.summary(), details)
+                raise ValidationFailed(
+                    report.problems(),
+                    INVALID_IMPORT,
+                    message=report.summary(),
+                    details=report.payload(),
+                )
             return Response(report.payload(), status=201)
         conversation = services.conversation_import(owner=owner, document=request.body)  # type: ignore[arg-type]
         return Response(conversation_payload(conversation), status=201)

@@ -3,8 +3,9 @@
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from conversations.errors import NotFound
 from conversations.openai_api.base import OpenAIView
-from conversations.openai_api.errors import not_found, quoted
+from conversations.openai_api.errors import quoted
 from conversations.openai_api.objects import model_objects
 
 
@@ -18,4 +19,4 @@ class ModelView(OpenAIView):
         for model in model_objects():
             if model["id"] == model_id:
                 return Response(model)
-        raise not_found(f"The model '{quoted(model_id)}' does not exist.")
+        raise NotFound(f"The model '{quoted(model_id)}' does not exist.")

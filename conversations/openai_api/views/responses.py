@@ -18,6 +18,7 @@ from accounts.sockets import SocketCredential
 from config.async_db import db_call
 from conversations import selectors, services
 from conversations.engine import eventlog, response_start, response_unstored, run_cancel
+from conversations.errors import EVENTS_EXPIRED, NotFound
 from conversations.models import Run
 from conversations.openai_api import ids
 from conversations.openai_api.base import (
@@ -27,7 +28,7 @@ from conversations.openai_api.base import (
     conversation_for,
     limit_param,
 )
-from conversations.openai_api.errors import OpenAIError, invalid, not_found, quoted
+from conversations.openai_api.errors import OpenAIError, invalid, quoted
 from conversations.openai_api.responses_in import ALLOWED, response_request
 from conversations.openai_api.responses_out import input_items, response_head, response_object
 from conversations.openai_api.stream import ResponseEvents, openai_events, sse_frame
@@ -44,7 +45,7 @@ def response_for(request: Request, raw_id: str) -> Run:
             raise Run.DoesNotExist
         return selectors.run_get_for_user(user=request.user, run_id=key)  # type: ignore[arg-type]
     except Run.DoesNotExist:
-        raise not_found(f"Response with id '{quoted(raw_id)}' not found.") from None
+        raise NotFound(f"Response with id '{quoted(raw_id)}' not found.") from None
 
 
 def _release_connections() -> None:
@@ -194,10 +195,9 @@ class ResponseView(OpenAIView):
             )
         if not run.is_active and not eventlog.event_log_exists(run.pk):
             raise OpenAIError(
-                400,
+                EVENTS_EXPIRED,
                 "This response's stream has expired; retrieve it without 'stream'.",
                 param="stream",
-                code="stream_expired",
             )
         return _follow(request, run, after=int(raw) if raw else None)
 

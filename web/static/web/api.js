@@ -10,6 +10,11 @@ export class ApiError extends Error {
   }
 }
 
+// A refusal because a reply is still being generated in the conversation.
+export function isRunActive(error) {
+  return error.code === "run_active";
+}
+
 function csrfToken() {
   const cookie = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="));
   return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : "";

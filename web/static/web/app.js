@@ -4,7 +4,7 @@
 // Opening another conversation (the sidebar, New chat, back and forward, a fork, an import)
 // happens in place: the page stays, its parts are emptied and filled again.
 import { MessageActions } from "./actions.js";
-import { api } from "./api.js";
+import { api, isRunActive } from "./api.js";
 import { Branches } from "./branches.js";
 import { DraftPanel } from "./draft.js";
 import { Editing } from "./editing.js";
@@ -334,7 +334,7 @@ async function send() {
     input.value = content;
     autosize();
     if (state.activeRun && state.activeRun.id === "pending") setActiveRun(null);
-    flash(error.status === 409 ? "A reply is still running; wait for it or press Stop." : error.message);
+    flash(isRunActive(error) ? "A reply is still running; wait for it or press Stop." : error.message);
   }
 }
 

@@ -13,7 +13,7 @@
 // A version whose reply failed or was stopped before a word has no message where the reply
 // would be, so no ‹ k/n › either: the page then works the choices out from the branch list
 // and offers them in the reply's place.
-import { api } from "./api.js";
+import { api, isRunActive } from "./api.js";
 import { fillVersions, isBusy, syncVersions, versionsBox } from "./versions.js";
 import { clearProblem, showProblem } from "./problems.js";
 
@@ -123,7 +123,7 @@ export class Branches {
       if (this.target === branchId) this.target = before;
       showProblem(
         holder,
-        error.status === 409
+        isRunActive(error)
           ? "A reply is running: wait for it to finish (or press Stop), then switch versions."
           : `Cannot show that version: ${error.message}`,
       );

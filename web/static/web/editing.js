@@ -9,7 +9,7 @@
 // Both are disabled while a reply runs (one reply at a time), with the reason in their
 // tooltip; should the server still refuse (409), the page says why. A failed edit never
 // loses the text: the editor stays open with it.
-import { api } from "./api.js";
+import { api, isRunActive } from "./api.js";
 import { isBusy } from "./versions.js";
 import { clearProblem, showProblem } from "./problems.js";
 
@@ -61,7 +61,7 @@ function clientId(holder, what) {
 
 // The API's refusal in words: its problems by field when it names them.
 function problemText(error) {
-  if (error.status === 409) return RUNNING;
+  if (isRunActive(error)) return RUNNING;
   const problems = (error.details && error.details.problems) || [];
   if (!problems.length) return error.message;
   return problems.map(({ message }) => message).join("; ");
@@ -181,7 +181,7 @@ export class Editing {
     }
     if (shown !== this.state.shown) return;
     setSaving(form, false);
-    refuse(started.status === 409 ? RUNNING : `Not sent: ${problemText(started)}`);
+    refuse(isRunActive(started) ? RUNNING : `Not sent: ${problemText(started)}`);
   }
 
   // --- regenerating a reply ----------------------------------------------------------------
