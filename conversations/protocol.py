@@ -10,10 +10,11 @@ Declarations are strict: an unknown key, a missing one or a wrong type is a viol
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from conversations import event_types as ev
 from conversations import notifications as nt
+from conversations.errors.vocabulary import VOCABULARY
 
 
 class _Shape(BaseModel):
@@ -245,13 +246,30 @@ class Connected(_Shape):
     active_run_id: Id | None
 
 
+class ProblemAt(_Shape):
+    path: str
+    message: str
+
+
 class ErrorFrame(_Shape):
+    """A refusal of the error vocabulary (conversations/errors), the socket staying open;
+    the error's details beside its code."""
+
     type: Literal["error"]
     code: str
     message: str
+    problems: list[ProblemAt] | None = None
     # A lost run stream says which run and where to resume from.
     run_id: Id | None = None
     after: int | None = None
+    retry_after: int | None = None
+
+    @field_validator("code")
+    @classmethod
+    def _in_the_vocabulary(cls, code: str) -> str:
+        if code not in VOCABULARY:
+            raise ValueError(f"{code!r} is not a code of the error vocabulary")
+        return code
 
 
 class Pong(_Shape):

@@ -53,3 +53,12 @@ def test_an_undeclared_type_and_a_shapeless_payload_are_violations():
 def test_a_socket_frame_of_a_notification_is_checked_as_the_notification():
     frame = {"type": "conversation.draft_updated", "conversation_id": RUN_ID, "draft": "x"}
     assert protocol.protocol_problems(protocol.SOCKET_FRAMES, frame) == ["by: Field required"]
+
+
+def test_an_error_frame_speaks_the_error_vocabulary():
+    frame = {"type": "error", "code": "run_active", "message": "Wait for the reply."}
+    assert protocol.protocol_problems(protocol.SOCKET_FRAMES, frame) == []
+    lost = {**frame, "code": "stream_unavailable", "run_id": RUN_ID, "after": 7}
+    assert protocol.protocol_problems(protocol.SOCKET_FRAMES, lost) == []
+    (problem,) = protocol.protocol_problems(protocol.SOCKET_FRAMES, {**frame, "code": "conflict"})
+    assert "not a code of the error vocabulary" in problem
