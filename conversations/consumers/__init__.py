@@ -218,11 +218,20 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
         self.follower = asyncio.create_task(self._relay(run_id, after))
 
     async def _unfollow(self) -> None:
-        if self.follower is not None:
-            self.follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.follower
-            self.follower = None
+        follower, self.follower = self.follower, None
+        if follower is None:
+            return
+        follower.cancel()
+        try:
+            await follower
+        except asyncio.CancelledError:
+            # The follower's own end is expected; this socket's task being stopped too (a
+            # closing connection) must go on stopping, not be taken for the follower's.
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+        except Exception:
+            log.exception("following a run ended in error")
 
     async def _relay(self, run_id: str, after: int | None) -> None:
         try:

@@ -69,6 +69,12 @@ class Subscription:
     async def entries(self, timeout: float) -> list[Any]:
         """The entries that arrived since the last call, waiting up to `timeout` seconds
         for some; [] when none came. Raises the error that stopped the hub."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # A stop that reached this follower as a Redis command of its own was already
+            # answering was swallowed by the client: the command returned as if nothing
+            # had come. Honoured here, before a long wait would keep the follower alive.
+            raise asyncio.CancelledError
         if not self._entries and self._error is None:
             loop = asyncio.get_running_loop()
             waiter = self._waiter = loop.create_future()
