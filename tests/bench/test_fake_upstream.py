@@ -18,16 +18,16 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.fake_openai_server import tokens
+from tests.support.fake_openai_server import tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOKENS, RATE, FIRST_DELAY = 8, 40.0, 0.1
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     chunk_log = tmp_path / "chunks.jsonl"
-    command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
+    command = [sys.executable, "-m", "tests.support.fake_openai_server", "--port", "0"]
     command += ["--tokens", str(TOKENS), "--tokens-per-second", str(RATE)]
     command += ["--first-token-delay", str(FIRST_DELAY), "--chunk-log", str(chunk_log)]
     errors = (tmp_path / "stderr.txt").open("w")

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from config.heartbeat import HEARTBEAT_KEY
-from tests.e2e.web import free_port
+from tests.support.web_server import free_port
 
 
 @pytest.fixture

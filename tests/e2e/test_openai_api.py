@@ -11,12 +11,15 @@ import pytest
 
 from accounts import services as account_services
 from conversations.models import Conversation, Message, Run
-from tests.e2e.conftest import WorkerFactory, workers  # noqa: F401
-from tests.e2e.web import WebServer, web_start
-from tests.fake_openai import FakeOpenAI, Script
-from tests.waiting import wait_until
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.waiting import wait_until
+from tests.support.web_server import WebServer, web_start
+from tests.support.workers import WorkerFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_throttles"),
+]
 
 WEATHER: Any = {
     "type": "function",
@@ -55,7 +58,7 @@ def sdk(server: WebServer, key: str) -> openai.OpenAI:
 
 
 @pytest.fixture
-def worker(workers: WorkerFactory):  # noqa: F811
+def worker(workers: WorkerFactory):
     return workers()
 
 

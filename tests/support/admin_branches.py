@@ -9,7 +9,7 @@ from accounts.models import User
 from conversations import engine, services
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.services import NewMessage
-from tests.admin.conftest import chat
+from tests.support.admin import chat
 
 OLD_REPLY = "Noted, turn 1."
 NEW_REPLY = "A fresh take on turn 1, with more words than the first."

@@ -14,9 +14,9 @@ from django.test import Client
 from playwright.sync_api import BrowserContext, Page
 
 from accounts.models import User
-from tests.e2e.web import WebServer
-from tests.e2e.worker import Worker
-from tests.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.web_server import WebServer
+from tests.support.workers import Worker
 
 CHROMIUM = Path(os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [

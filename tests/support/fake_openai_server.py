@@ -1,10 +1,10 @@
 """The fake OpenAI upstream as a process of its own, for benchmarks.
 
-    .venv/bin/python -m tests.fake_openai_server --port 0 --first-token-delay 0.2 \\
+    .venv/bin/python -m tests.support.fake_openai_server --port 0 --first-token-delay 0.2 \\
         --tokens-per-second 100 --tokens 300 --chunk-log var/chunks.jsonl
 
 Every request gets the same reply, built by the test fake's own planner
-(tests/fake_openai.py), so the chunks are byte for byte what the tests stream: `--tokens`
+(tests/support/fake_openai.py), so the chunks are byte for byte what the tests stream: `--tokens`
 text tokens (short words), the first one `--first-token-delay` seconds after the headers,
 then `--tokens-per-second`. Once serving it prints `listening <base_url>` on stdout; it
 stops on SIGTERM or SIGINT.
@@ -33,7 +33,13 @@ from typing import Any, TextIO
 import uvloop
 from aiohttp import web
 
-from tests.fake_openai import CONTENT_KINDS, UNKNOWN_REQUEST, Script, _error_body, _plan_events
+from tests.support.fake_openai import (
+    CONTENT_KINDS,
+    UNKNOWN_REQUEST,
+    Script,
+    _error_body,
+    _plan_events,
+)
 
 WORDS = (
     *("the", "model", "streams", "a", "reply", "token", "by", "token", "while", "readers"),

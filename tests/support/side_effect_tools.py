@@ -10,7 +10,7 @@ import time
 from django.db import connection
 
 from conversations.tools.registry import ToolContext, tool
-from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
+from tests.support.side_effects import EXECUTIONS, SIDE_EFFECTS
 
 
 @tool(mutating=True, timeout=30)

@@ -7,7 +7,7 @@ from django.db import connections
 
 from conversations.engine import dispatch, inflight, runner
 from conversations.models import Run
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 # Longer than any test's reply takes to stream and be stored.
 STEP_WAIT_SECONDS = 60

@@ -4,7 +4,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from tests.e2e.processes import ChildProcess, process_spawn, process_wait_ready
+from tests.support.processes import ChildProcess, process_spawn, process_wait_ready
 
 
 def free_port() -> int:

@@ -1,9 +1,10 @@
 """Start and kill real Celery worker processes for end-to-end tests."""
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.e2e.processes import (
+from tests.support.processes import (
     ROOT,
     ChildProcess,
     database_url_for_tests,
@@ -11,11 +12,22 @@ from tests.e2e.processes import (
     process_wait_ready,
 )
 
-__all__ = ["ROOT", "ChildProcess", "Worker", "beat_start", "database_url_for_tests", "worker_start"]
+__all__ = [
+    "ROOT",
+    "ChildProcess",
+    "Worker",
+    "WorkerFactory",
+    "beat_start",
+    "database_url_for_tests",
+    "worker_start",
+]
 
 
 class Worker(ChildProcess):
     """A Celery worker; `kill()` is the crash the kill tests need."""
+
+
+WorkerFactory = Callable[..., Worker]  # starts one more worker with extra environment
 
 
 def worker_start(

@@ -8,10 +8,10 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from accounts.models import User
 from conversations.models import Run
-from tests.e2e.web import web_start
-from tests.e2e.worker import worker_start
-from tests.fake_openai import FakeOpenAI
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack, log_in
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack, log_in
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.web_server import web_start
+from tests.support.workers import worker_start
 
 
 @pytest.fixture(scope="module")

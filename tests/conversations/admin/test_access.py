@@ -5,7 +5,7 @@ import pytest
 from django.urls import reverse
 
 from conversations.models import AuditEvent, Message, Run
-from tests.admin.conftest import SECRET, chat, client_for, long_chat
+from tests.support.admin import SECRET, chat, client_for, long_chat
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from conversations import services
 from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation, Message, Run
 from conversations.services import NewMessage
-from tests.admin.conftest import SECRET, chat, client_for, long_chat
-from tests.documents import branch_ids_relabelled
+from tests.support.admin import SECRET, chat, client_for, long_chat, staff
+from tests.support.documents import branch_ids_relabelled
 
 pytestmark = pytest.mark.django_db
 
@@ -96,8 +96,6 @@ def test_flag_across_all_results_of_a_filter(moderator, owner, outsider):
 
 
 def test_staff_without_change_permission_cannot_flag(owner, baking):
-    from tests.admin.conftest import staff
-
     viewer = staff("viewer", "view_conversation")
     act(client_for(viewer), "flag", [baking], apply="yes", reason="x")
     assert not Conversation.objects.get(pk=baking.pk).flagged
@@ -164,8 +162,6 @@ def test_delete_of_many_messages_is_one_statement_per_table(owner, moderator):
 
 
 def test_moderator_without_delete_permission_cannot_delete(owner, baking):
-    from tests.admin.conftest import staff
-
     viewer = staff("viewer2", "view_conversation", "change_conversation")
     act(client_for(viewer), "delete_selected", [baking], apply="yes")
     assert Conversation.objects.filter(pk=baking.pk).exists()

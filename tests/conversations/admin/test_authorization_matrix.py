@@ -20,7 +20,7 @@ from accounts.models import ApiKey, User
 from conversations import services
 from conversations.models import AuditEvent, Conversation, Message, Run
 from conversations.services import NewMessage
-from tests.admin.conftest import client_for
+from tests.support.admin import client_for
 
 pytestmark = pytest.mark.django_db
 

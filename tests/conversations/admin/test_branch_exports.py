@@ -17,9 +17,9 @@ from accounts.models import User
 from conversations import services
 from conversations.formats import archives, exchange
 from conversations.models import Conversation, Message
-from tests.admin.branching import NEW_REPLY, OLD_REPLY, regenerated, tree
-from tests.admin.conftest import SECRET, chat, client_for
-from tests.documents import branch_ids_relabelled
+from tests.support.admin import SECRET, chat, client_for
+from tests.support.admin_branches import NEW_REPLY, OLD_REPLY, regenerated, tree
+from tests.support.documents import branch_ids_relabelled
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,8 @@ from django.utils.html import escape
 from conversations import selectors, services
 from conversations.models import AuditEvent, Branch
 from conversations.services import NewMessage
-from tests.admin.branching import (
+from tests.support.admin import SECRET, chat, client_for, long_chat
+from tests.support.admin_branches import (
     NEW_REPLY,
     OLD_REPLY,
     change_url,
@@ -22,7 +23,6 @@ from tests.admin.branching import (
     transcript_url,
     tree,
 )
-from tests.admin.conftest import SECRET, chat, client_for, long_chat
 
 pytestmark = pytest.mark.django_db
 

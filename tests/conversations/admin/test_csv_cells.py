@@ -9,7 +9,7 @@ import pytest
 from conversations.formats import archives
 from conversations.models import Conversation
 from conversations.services import NewMessage, messages_append
-from tests.admin.conftest import chat
+from tests.support.admin import chat
 
 RISKY = [
     "=1+1",

@@ -12,7 +12,7 @@ from conversations import engine, selectors, services
 from conversations.formats import exchange
 from conversations.models import Message
 from conversations.services import NewMessage
-from tests.admin.conftest import chat
+from tests.support.admin import chat
 
 pytestmark = pytest.mark.django_db
 

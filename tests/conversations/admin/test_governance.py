@@ -14,7 +14,7 @@ from conversations import engine, selectors, services, tasks
 from conversations.errors import QuotaExceeded
 from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation, Message, Run
-from tests.admin.conftest import chat, client_for
+from tests.support.admin import chat, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -241,7 +241,7 @@ def test_the_usage_dashboard_survives_any_stored_count(moderator, owner, outside
     for message in Message.objects.filter(conversation=bad, role="assistant"):
         Message.objects.filter(pk=message.pk).update(usage={"total_tokens": stored})
     # Counts written by hand (or before they were checked) are read by the recount, as by
-    # the migration that first filled the figures (tests/admin/test_usage_rollup.py has
+    # the migration that first filled the figures (test_usage_rollup.py has
     # the same values arriving with new messages).
     services.usage_rebuild()
     response = client_for(moderator).get(USAGE)

@@ -7,7 +7,7 @@ from django.urls import reverse
 from conversations import services
 from conversations.models import Message
 from conversations.services import NewMessage
-from tests.admin.conftest import chat, client_for
+from tests.support.admin import chat, client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from accounts import services as account_services
 from accounts.models import ApiKey, User
 from conversations.admin.paging import COUNT_CAP, EstimatedCountPaginator
 from conversations.models import AuditEvent, Conversation, DailyMessageCount, Message, Run
-from tests.admin.conftest import chat, client_for, staff
+from tests.support.admin import chat, client_for, staff
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from accounts.models import User
 from conversations import services
 from conversations.admin import conversations as conversation_admin
 from conversations.models import Conversation
-from tests.admin.conftest import client_for
+from tests.support.admin import client_for
 
 pytestmark = pytest.mark.django_db
 

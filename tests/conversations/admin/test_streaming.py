@@ -10,7 +10,7 @@ from django.test import AsyncRequestFactory, RequestFactory
 from conversations.admin import streaming
 from conversations.formats import archives
 from conversations.models import Conversation
-from tests.admin.conftest import chat
+from tests.support.admin import chat
 
 
 def test_wsgi_download_gathers_small_chunks_into_larger_pieces():

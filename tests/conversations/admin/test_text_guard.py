@@ -14,7 +14,7 @@ from accounts import services as account_services
 from accounts.models import User
 from conversations import services
 from conversations.models import AuditEvent, Conversation, Message, Run
-from tests.admin.conftest import MODERATOR_PERMISSIONS, SECRET, chat, client_for, staff
+from tests.support.admin import MODERATOR_PERMISSIONS, SECRET, chat, client_for, staff
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from accounts.models import User
 from conversations.models import Conversation, Run
-from tests.admin.conftest import chat, client_for
+from tests.support.admin import chat, client_for
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from conversations import selectors, services
 from conversations.formats import exchange
 from conversations.models import Conversation, Message, UsageDay
 from conversations.services import NewMessage
-from tests.admin.conftest import chat, client_for
+from tests.support.admin import chat, client_for
 
 pytestmark = pytest.mark.django_db
 

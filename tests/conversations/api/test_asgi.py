@@ -5,19 +5,15 @@ from typing import cast
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
 from conversations import services
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def close_thread_connections():
-    yield
-    await sync_to_async(connections.close_all)()
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 
 async def test_an_export_streams_asynchronously_under_asgi(owner, conversation):

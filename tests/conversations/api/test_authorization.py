@@ -20,7 +20,7 @@ from conversations.engine import eventlog
 from conversations.formats import exchange
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import run_payload
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
 

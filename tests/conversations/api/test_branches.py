@@ -10,9 +10,9 @@ from rest_framework.test import APIClient
 
 from conversations import services
 from conversations.models import Branch, Conversation, Message, Run
-from tests.api.conftest import error_of
-from tests.fake_openai import FakeOpenAI, Script
-from tests.steps import run_to_end
+from tests.support.api import error_of
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.steps import run_to_end
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 

@@ -13,8 +13,8 @@ from conversations.api.views import chat as chat_views
 from conversations.engine import dispatch, eventlog, runner
 from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message, Run
-from tests.api.conftest import error_of
-from tests.steps import steps_in_threads
+from tests.support.api import error_of
+from tests.support.steps import steps_in_threads
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 

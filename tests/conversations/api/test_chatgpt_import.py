@@ -9,8 +9,8 @@ import yaml
 from rest_framework.test import APIClient
 
 from conversations.models import Conversation
-from tests.api.conftest import error_of
-from tests.conversations.chatgpt_helpers import (
+from tests.support.api import error_of
+from tests.support.chatgpt import (
     CYCLE,
     EDITED,
     LINEAR,

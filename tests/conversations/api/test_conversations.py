@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from conversations import engine, services
 from conversations.models import Conversation, Message
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 
 from conversations.errors import QuotaExceeded
 from conversations.models import Conversation
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = pytest.mark.django_db
 

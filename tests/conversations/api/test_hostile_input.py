@@ -10,7 +10,7 @@ import pytest
 from accounts.models import ApiKey
 from conversations import services
 from conversations.models import Conversation, Message
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
 

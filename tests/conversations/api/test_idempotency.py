@@ -13,7 +13,7 @@ from accounts.models import ApiKey, IdempotencyRecord
 from conversations.engine import stateless
 from conversations.engine.llm.base import Finished, TextDelta
 from conversations.models import Conversation, Message
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = pytest.mark.django_db
 

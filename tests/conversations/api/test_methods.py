@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = pytest.mark.django_db
 

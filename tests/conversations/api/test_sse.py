@@ -7,7 +7,6 @@ from typing import Any, cast
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
 from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
@@ -17,13 +16,10 @@ from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Run
 from conversations.serializers import run_payload
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
-
-
-@pytest.fixture(autouse=True)
-async def close_thread_connections():
-    yield
-    await sync_to_async(connections.close_all)()
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("redis_url", "close_thread_connections"),
+]
 
 
 def finished_run(conversation) -> tuple[Run, list[dict[str, Any]]]:

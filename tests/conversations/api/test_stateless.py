@@ -12,7 +12,7 @@ from accounts.models import User
 from conversations.engine import stateless
 from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Conversation, Message
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/stateless/chat/"

@@ -16,7 +16,7 @@ from conversations import engine, services
 from conversations.errors import ValidationFailed
 from conversations.models import Conversation, Message, Run
 from conversations.services.messages import NewMessage, message_append
-from tests.api.conftest import error_of
+from tests.support.api import error_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
 

@@ -24,19 +24,16 @@ from conversations import services
 from conversations.engine import eventlog
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import run_payload
-from tests.conversations.test_consumers import (
+from tests.support.sockets import (
     HOST,
     ORIGIN,
     assert_closed_with,
-    close_thread_connections,
     receive_until,
     session_cookie,
     socket,
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
-
-__all__ = ["close_thread_connections"]  # the autouse fixture, shared
 
 
 def credentials(owner: User, outsider: User) -> dict[str, list[tuple[bytes, bytes]]]:

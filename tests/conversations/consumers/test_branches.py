@@ -12,14 +12,11 @@ from channels.testing import WebsocketCommunicator
 from accounts.models import ApiKey
 from conversations import services
 from conversations.models import Branch, Conversation, Message, Run
-from tests.conversations.test_consumers import close_thread_connections, connect_as
-from tests.conversations.test_socket_credentials import assert_closed, key_socket
-from tests.fake_openai import FakeOpenAI, Script
-from tests.steps import run_to_end
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.sockets import assert_closed, assert_open, connect_as, key_socket
+from tests.support.steps import run_to_end
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
-
-__all__ = ["close_thread_connections"]  # the autouse fixture, shared
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
 
@@ -83,11 +80,6 @@ def fill(frame: dict[str, Any], ids: dict[str, str]) -> str:
             for key, value in frame.items()
         }
     )
-
-
-async def assert_open(ws: WebsocketCommunicator) -> None:
-    await ws.send_json_to({"type": "ping"})
-    assert await ws.receive_json_from(timeout=5) == {"type": "pong"}
 
 
 # --- the frames -----------------------------------------------------------------------------

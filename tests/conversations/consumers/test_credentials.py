@@ -2,7 +2,6 @@
 or deleting the user, changing the password or logging out closes it (4401) within a
 second, and only the sockets of that credential."""
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -19,27 +18,18 @@ from accounts import services as account_services
 from accounts.models import ApiKey, User
 from conversations import consumers, services
 from conversations.models import Conversation, Message
-from tests.conversations.test_consumers import HOST, ORIGIN, close_thread_connections, socket
+from tests.support.sockets import (
+    HOST,
+    ORIGIN,
+    WITHIN,
+    assert_closed,
+    assert_open,
+    key_socket,
+    open_socket,
+    socket,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
-
-__all__ = ["close_thread_connections"]  # the autouse fixture, shared
-
-WITHIN = 1.0  # seconds a socket may stay open after its credential ended
-
-
-async def open_socket(conversation_id: Any, *headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
-    ws = socket(conversation_id, *headers)
-    connected, _ = await ws.connect()
-    assert connected
-    assert (await ws.receive_json_from(timeout=5))["type"] == "conversation.connected"
-    return ws
-
-
-async def key_socket(user: User, conversation_id: Any) -> tuple[WebsocketCommunicator, ApiKey]:
-    key, secret = await sync_to_async(account_services.api_key_create)(owner=user, name="bot")
-    ws = await open_socket(conversation_id, (b"authorization", f"Bearer {secret}".encode()))
-    return ws, key
 
 
 def logged_in(user: User) -> Client:
@@ -51,23 +41,6 @@ def logged_in(user: User) -> Client:
 async def session_socket(client: Client, conversation_id: Any) -> WebsocketCommunicator:
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     return await open_socket(conversation_id, ORIGIN, HOST, (b"cookie", cookie))
-
-
-async def assert_closed(ws: WebsocketCommunicator, within: float = WITHIN) -> None:
-    """Closed with 4401 in time; frames sent before the close (a notice that the
-    conversation went with the account) do not matter."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        left = deadline - asyncio.get_running_loop().time()
-        message = await ws.receive_output(timeout=max(left, 0.01))
-        if message["type"] != "websocket.send":
-            break
-    assert message == {"type": "websocket.close", "code": 4401}
-
-
-async def assert_open(ws: WebsocketCommunicator) -> None:
-    await ws.send_json_to({"type": "ping"})
-    assert await ws.receive_json_from(timeout=5) == {"type": "pong"}
 
 
 def revoke_over_rest(user: User, key: ApiKey) -> None:

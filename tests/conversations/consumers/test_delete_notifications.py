@@ -9,9 +9,8 @@ from channels.layers import get_channel_layer
 from accounts.sockets import user_sockets_group
 from conversations import services
 from conversations.models import Conversation
-from tests.admin.conftest import staff
-from tests.conversations.test_consumers import (  # noqa: F401 (an autouse fixture)
-    close_thread_connections,
+from tests.support.admin import staff
+from tests.support.sockets import (
     connect_as,
     receive_until,
 )

@@ -9,11 +9,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from tests.conversations.test_consumers import close_thread_connections, session_cookie, socket
+from tests.support.sockets import session_cookie, socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
-
-__all__ = ["close_thread_connections"]  # the autouse fixture, shared
 
 TRUSTED = ["https://chat.example.org", "https://*.apps.example.org"]
 PROXY = {"SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https")}

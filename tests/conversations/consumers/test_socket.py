@@ -7,9 +7,6 @@ from typing import Any
 import pytest
 import redis
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
-from django.db import connections
-from django.test import Client
 
 from accounts import services as account_services
 from accounts.websocket import origin_allowed
@@ -18,67 +15,17 @@ from conversations.engine import eventlog
 from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Conversation, Run
 from conversations.serializers import run_payload
+from tests.support.sockets import (
+    HOST,
+    ORIGIN,
+    assert_closed_with,
+    connect_as,
+    receive_until,
+    session_cookie,
+    socket,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
-
-ORIGIN = (b"origin", b"http://localhost:8000")
-HOST = (b"host", b"localhost:8000")
-
-
-@pytest.fixture(autouse=True)
-async def close_thread_connections():
-    """The consumer reaches the database from a helper thread; close that thread's
-    connection after each test so the test database can be dropped at the end."""
-    yield
-    await sync_to_async(connections.close_all)()
-
-
-def application() -> Any:
-    from config.asgi import application
-
-    return application
-
-
-def session_cookie(user) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}".encode()
-
-
-def socket(
-    conversation_id, *headers: tuple[bytes, bytes], query: str = ""
-) -> WebsocketCommunicator:
-    return WebsocketCommunicator(
-        application(), f"/ws/conversations/{conversation_id}/{query}", headers=list(headers)
-    )
-
-
-async def connect_as(user, conversation_id, *, query: str = "") -> WebsocketCommunicator:
-    cookie = await sync_to_async(session_cookie)(user)
-    ws = socket(conversation_id, ORIGIN, HOST, (b"cookie", cookie), query=query)
-    connected, _ = await ws.connect()
-    assert connected
-    hello = await ws.receive_json_from(timeout=5)
-    assert hello["type"] == "conversation.connected"
-    return ws
-
-
-async def receive_until(ws, kind: str, timeout: float = 5) -> list[dict[str, Any]]:
-    """Frames up to and including the first of type `kind`."""
-    seen = []
-    while True:
-        frame = await ws.receive_json_from(timeout=timeout)
-        seen.append(frame)
-        if frame["type"] == kind:
-            return seen
-
-
-async def assert_closed_with(ws, code: int) -> None:
-    connected, _ = await ws.connect()
-    assert connected  # accepted first, so the close code reaches the client
-    message = await ws.receive_output(timeout=5)
-    assert message == {"type": "websocket.close", "code": code}
-
 
 # --- who may connect ------------------------------------------------------------------
 

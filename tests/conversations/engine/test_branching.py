@@ -13,8 +13,8 @@ from conversations import engine, selectors, services
 from conversations.engine import watchdog
 from conversations.errors import Conflict, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
-from tests.fake_openai import FakeOpenAI, Script
-from tests.steps import run_to_end
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.steps import run_to_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,15 +13,15 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.db import connections
-from django.test import Client
 from rest_framework.test import APIClient
 
 from conversations import engine
 from conversations.background_loop import loop_run
 from conversations.engine import eventlog, provider_get
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import FakeOpenAI, Script
-from tests.steps import run_to_end
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.sockets import session_cookie
+from tests.support.steps import run_to_end
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
@@ -53,7 +53,7 @@ def rest_edit(conversation: Conversation, text: str) -> None:
 
 def socket_edit(conversation: Conversation, text: str) -> None:
     async def save() -> None:
-        cookie = await sync_to_async(_session_cookie)(conversation.owner)
+        cookie = await sync_to_async(session_cookie)(conversation.owner)
         from config.asgi import application
 
         ws = WebsocketCommunicator(
@@ -77,12 +77,6 @@ def socket_edit(conversation: Conversation, text: str) -> None:
         await ws.disconnect()
 
     async_to_sync(save)()
-
-
-def _session_cookie(user: Any) -> bytes:
-    client = Client()
-    client.force_login(user)
-    return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
 TRANSPORTS = pytest.mark.parametrize("edit", [socket_edit, rest_edit], ids=["websocket", "rest"])

@@ -15,8 +15,8 @@ from conversations import engine, services
 from conversations.engine import eventlog, runner
 from conversations.engine.llm.demo import DemoProvider
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import Script
-from tests.steps import step_run
+from tests.support.fake_openai import Script
+from tests.support.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

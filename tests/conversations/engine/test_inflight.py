@@ -17,7 +17,7 @@ from conversations.engine import eventlog, inflight, runner, watchdog
 from conversations.engine.lease import Lease, leases_renew
 from conversations.engine.llm.base import Finished, StreamEvent, TextDelta
 from conversations.models import Message, Run
-from tests.steps import STEP_WAIT_SECONDS
+from tests.support.steps import STEP_WAIT_SECONDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

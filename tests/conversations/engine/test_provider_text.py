@@ -25,7 +25,7 @@ from conversations.engine.unstored import UnstoredRun, unstored_run, unstored_ru
 from conversations.models import Conversation, Run
 from conversations.tools import tool_default_names
 from conversations.validation import TOOL_CALL_ID_MAX, unstorable_reason
-from tests.steps import step_run
+from tests.support.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,8 +16,8 @@ from conversations import engine
 from conversations.engine import eventlog, stateless
 from conversations.formats.exchange import export_jsonl_lines
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import Script
-from tests.steps import step_run
+from tests.support.fake_openai import Script
+from tests.support.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,8 +23,8 @@ from config.log_context import LOG_IDS, LogIdsFilter
 from conversations import tasks, tools
 from conversations.models import Conversation, Run
 from conversations.tools.registry import ToolContext, tool
-from tests.fake_openai import Script
-from tests.steps import replies_stored
+from tests.support.fake_openai import Script
+from tests.support.steps import replies_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,13 +13,14 @@ from accounts.models import User
 from conversations import engine, services
 from conversations.engine import eventlog
 from conversations.models import Run
-from tests.conversations.test_consumers import close_thread_connections, connect_as
-from tests.fake_openai import Script
-from tests.steps import step_run
+from tests.support.fake_openai import Script
+from tests.support.sockets import connect_as
+from tests.support.steps import step_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-__all__ = ["close_thread_connections"]  # the autouse fixture, shared
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("close_thread_connections"),
+]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -15,13 +15,12 @@ from django.test.utils import CaptureQueriesContext
 from conversations import engine, notifications, services
 from conversations.errors import Conflict
 from conversations.models import Branch, Conversation, Message, Run
-from tests.conversations.test_consumers import (  # noqa: F401 (an autouse fixture)
-    close_thread_connections,
+from tests.support.sockets import (
     connect_as,
     receive_until,
 )
 
-pytestmark = pytest.mark.usefixtures("redis_url", "enqueued")
+pytestmark = pytest.mark.usefixtures("redis_url", "enqueued", "close_thread_connections")
 
 
 @pytest.fixture

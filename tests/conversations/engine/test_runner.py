@@ -25,7 +25,7 @@ from conversations.engine.llm.base import (
 from conversations.models import Conversation, Message, Run
 from conversations.services.messages import NewMessage, message_append
 from conversations.tools.registry import ToolContext, tool
-from tests.steps import step_run
+from tests.support.steps import step_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

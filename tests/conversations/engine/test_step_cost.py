@@ -23,9 +23,9 @@ from conversations.models import Branch, Message, Run
 from conversations.selectors.branches import path_messages
 from conversations.selectors.history import path_history
 from conversations.services.messages import NewMessage, messages_append
-from tests.conversations.test_step_turns import run_threads
-from tests.events import run_dict
-from tests.steps import step_run
+from tests.support.events import run_dict
+from tests.support.steps import step_run
+from tests.support.threads import run_threads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

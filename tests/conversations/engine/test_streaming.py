@@ -13,7 +13,7 @@ from conversations.engine import streaming
 from conversations.engine.cancel import cancel_flag_raise, cancel_subscriber_name
 from conversations.engine.eventlog import EventRecorder, EventWriter, events_all, message_texts
 from conversations.engine.llm.base import Finished, ProviderError, StreamEvent, TextDelta
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 MESSAGE_ID = "m1"
 

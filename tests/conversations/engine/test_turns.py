@@ -7,15 +7,7 @@ import time
 import pytest
 
 from conversations.engine.turns import Turns
-
-
-def run_threads(*targets) -> None:
-    threads = [threading.Thread(target=target) for target in targets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=10)
-        assert not thread.is_alive(), "a thread is stuck waiting for a turn"
+from tests.support.threads import run_threads
 
 
 def test_no_more_threads_work_at_once_than_the_setting_allows(settings):

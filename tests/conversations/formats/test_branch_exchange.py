@@ -12,7 +12,7 @@ from conversations.errors import ValidationFailed
 from conversations.formats import exchange
 from conversations.models import Branch, Conversation, Message
 from conversations.services import NewMessage
-from tests.documents import branch_ids_relabelled
+from tests.support.documents import branch_ids_relabelled
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """ChatGPT import, the converter: a ChatGPT conversation as a Parley document whose
 branches are the conversation's tree (whole files and the service are in
-test_chatgpt_import_service.py)."""
+tests/conversations/services/test_chatgpt_import.py)."""
 
 import json
 from datetime import UTC, datetime
@@ -13,7 +13,7 @@ from conversations.formats.chatgpt import (
     chatgpt_conversation_convert,
 )
 from conversations.models import default_tools
-from tests.conversations.chatgpt_helpers import (
+from tests.support.chatgpt import (
     CYCLE,
     EDITED,
     LINEAR,

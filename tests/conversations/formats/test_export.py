@@ -11,7 +11,7 @@ from conversations.errors import ValidationFailed
 from conversations.formats import exchange
 from conversations.models import Conversation, Message
 from conversations.services import NewMessage
-from tests.conversations.helpers import refetch, row_counts, tool_call
+from tests.support.conversations import refetch, row_counts, tool_call
 
 # --- export contents -----------------------------------------------------------------
 

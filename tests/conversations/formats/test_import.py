@@ -15,8 +15,8 @@ from conversations.errors import ValidationFailed
 from conversations.formats import exchange
 from conversations.models import AuditEvent, Conversation
 from conversations.services import NewMessage
-from tests.conversations.helpers import BUILTIN_TOOLS, refetch, row_counts, tool_call
-from tests.documents import branch_ids_relabelled
+from tests.support.conversations import BUILTIN_TOOLS, refetch, row_counts, tool_call
+from tests.support.documents import branch_ids_relabelled
 
 # --- helpers -------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from conversations.errors import ValidationFailed
 from conversations.formats import exchange
 from conversations.models import Conversation, Message
 from conversations.services import NewMessage
-from tests.conversations.helpers import BUILTIN_TOOLS, row_counts
-from tests.documents import branch_ids_relabelled
+from tests.support.conversations import BUILTIN_TOOLS, row_counts
+from tests.support.documents import branch_ids_relabelled
 
 pytestmark = pytest.mark.django_db
 

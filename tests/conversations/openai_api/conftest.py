@@ -2,28 +2,23 @@
 process through WSGI (inside the test's transaction) or against a live server."""
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx2 as httpx
 import openai
 import pytest
 from django.core import signals
-from django.core.cache import cache
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 
-from accounts import services as account_services
 from accounts.models import User
-
-BASE = "http://testserver/openai/v1"
+from tests.support.openai_api import BASE, key_for
 
 Client = Callable[[User], openai.OpenAI]
 
 
 @pytest.fixture(autouse=True)
-def fresh_throttles() -> None:
-    """Throttle counters are keyed by user id, and ids are reused after a rollback."""
-    cache.clear()
+def _throttles_fresh(fresh_throttles: None) -> None:
+    """Every API test starts with its own request budgets."""
 
 
 @pytest.fixture
@@ -35,11 +30,6 @@ def wsgi_app(db) -> Iterator[httpx.WSGITransport]:
     yield httpx.WSGITransport(app=get_wsgi_application())
     signals.request_started.connect(close_old_connections)
     signals.request_finished.connect(close_old_connections)
-
-
-def key_for(user: User) -> str:
-    _, secret = account_services.api_key_create(owner=user, name="openai sdk")
-    return secret
 
 
 @pytest.fixture
@@ -72,12 +62,6 @@ def raw(wsgi_app, owner) -> httpx.Client:
     )
 
 
-def body_of(error: openai.APIStatusError) -> dict[str, Any]:
-    """The `error` object of an answer, as the SDK parsed it."""
-    assert isinstance(error.body, dict), error.body
-    return error.body
-
-
 # --- responses: runs driven in this process --------------------------------------------
 
 
@@ -98,6 +82,6 @@ def model(fake_openai, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch, redis_url) -> None:
     """Each enqueued step runs in a thread of this process, as a Celery worker takes it."""
-    from tests.steps import steps_in_threads
+    from tests.support.steps import steps_in_threads
 
     steps_in_threads(monkeypatch)

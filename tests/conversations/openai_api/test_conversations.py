@@ -16,8 +16,8 @@ from openai.types.conversations import (
 
 from conversations import selectors
 from conversations.models import Conversation, Message
-from tests.openai_api.conftest import body_of
-from tests.openai_api.sdk_types import assert_sdk_shape
+from tests.support.openai_api import body_of
+from tests.support.sdk_types import assert_sdk_shape
 
 pytestmark = pytest.mark.django_db
 

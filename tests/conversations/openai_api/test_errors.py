@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from conversations.models import Conversation, Message
-from tests.openai_api.conftest import body_of
+from tests.support.openai_api import body_of
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from django.db import connections
 from conversations.engine import eventlog
 from conversations.models import Run
 from conversations.serializers import run_payload
-from tests.events import message_dict
-from tests.openai_api.conftest import BASE, key_for
+from tests.support.events import message_dict
+from tests.support.openai_api import BASE, key_for
 
 SILENCE = 1.0  # seconds between the run's first event and the rest
 INTERVAL = 0.1  # the keep-alive interval for these tests

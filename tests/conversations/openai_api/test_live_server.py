@@ -6,7 +6,7 @@ import openai
 import pytest
 
 from conversations.models import Conversation, Run
-from tests.openai_api.conftest import key_for
+from tests.support.openai_api import key_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,8 +4,8 @@ import openai
 import pytest
 
 from conversations.models import Conversation, Run
-from tests.fake_openai import Script
-from tests.openai_api.conftest import body_of
+from tests.support.fake_openai import Script
+from tests.support.openai_api import body_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("worker")]
 

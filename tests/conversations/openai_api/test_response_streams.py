@@ -11,9 +11,9 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
 from conversations.models import Run
-from tests.fake_openai import Script
-from tests.openai_api.sdk_types import assert_sdk_shape
-from tests.waiting import wait_until
+from tests.support.fake_openai import Script
+from tests.support.sdk_types import assert_sdk_shape
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("worker")]
 

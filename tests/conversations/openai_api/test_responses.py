@@ -8,8 +8,8 @@ import pytest
 from openai.types.responses import Response
 
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import Script
-from tests.openai_api.sdk_types import assert_sdk_shape
+from tests.support.fake_openai import Script
+from tests.support.sdk_types import assert_sdk_shape
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("worker")]
 

@@ -21,8 +21,8 @@ from conversations.engine import eventlog
 from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Run
 from conversations.serializers import run_payload
-from tests.events import message_dict
-from tests.openai_api.conftest import BASE
+from tests.support.events import message_dict
+from tests.support.openai_api import BASE
 
 INTERVAL = 0.1  # the keep-alive interval for these tests: the caller is checked as often
 

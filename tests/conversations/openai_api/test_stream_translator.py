@@ -15,7 +15,7 @@ from conversations.engine import eventlog
 from conversations.models import Run
 from conversations.openai_api.responses_out import response_head
 from conversations.openai_api.stream import openai_events, sse_frame
-from tests.openai_api.sdk_types import assert_sdk_shape
+from tests.support.sdk_types import assert_sdk_shape
 
 RUN = uuid.UUID("00000000-0000-4000-8000-000000000001")
 M1 = "11111111-1111-4111-8111-111111111111"

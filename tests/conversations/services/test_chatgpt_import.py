@@ -16,7 +16,7 @@ from conversations.errors import Problem, ValidationFailed
 from conversations.formats.chatgpt import chatgpt_export_detect, chatgpt_file_conversions
 from conversations.models import Conversation
 from conversations.services import chatgpt_import
-from tests.conversations.chatgpt_helpers import (
+from tests.support.chatgpt import (
     CYCLE,
     EDITED,
     LINEAR,

@@ -12,7 +12,7 @@ from conversations import services
 from conversations.errors import DraftEditedMeanwhile, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.services import NewMessage
-from tests.conversations.helpers import BUILTIN_TOOLS
+from tests.support.conversations import BUILTIN_TOOLS
 
 
 def problems_of(excinfo) -> dict[str, str]:

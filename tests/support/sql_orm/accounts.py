@@ -1,6 +1,7 @@
 """The ORM equivalents of accounts' hand-written statements (accounts/sql): what each
 would be without raw SQL, with the same conditions and results. The tests check each
-statement against its equivalent (test_sql.py); bench/sql_paths.py times both."""
+statement against its equivalent (tests/accounts/test_sql.py); bench/sql_paths.py times
+both."""
 
 from datetime import datetime
 from uuid import UUID

@@ -1,6 +1,7 @@
 """The ORM equivalents of conversations' hand-written statements (conversations/sql): what
 each would be without raw SQL, with the same conditions, locking and results. The tests
-check each statement against its equivalent (test_sql.py); bench/sql_paths.py times both."""
+check each statement against its equivalent (tests/conversations/test_sql.py);
+bench/sql_paths.py times both."""
 
 import uuid
 from collections.abc import Mapping, Sequence

@@ -18,7 +18,7 @@ from conversations.engine.llm.base import (
     UsageReported,
 )
 from conversations.engine.llm.demo import DemoProvider
-from tests.streams import drain
+from tests.support.streams import drain
 
 
 def function_tool(name: str, **properties: str) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from conversations.engine.llm.base import (
 )
 from conversations.engine.llm.demo import DemoProvider
 from conversations.engine.llm.openai_provider import OpenAIProvider
-from tests.fake_openai import FakeOpenAI, Script
-from tests.streams import drain
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.streams import drain
 
 MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Tell me everything."}]
 

@@ -25,8 +25,8 @@ from conversations.engine.llm.base import (
 )
 from conversations.engine.llm.openai_provider import OpenAIProvider
 from conversations.engine.llm.openai_sse import ChunkTranslator, sse_events
-from tests.fake_openai import FakeOpenAI, Script
-from tests.streams import drain
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.streams import drain
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
 MESSAGES: list[dict[str, Any]] = [

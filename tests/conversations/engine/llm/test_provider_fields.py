@@ -21,8 +21,8 @@ from conversations.engine.llm.provider_fields import (
     TOTAL_MAX_BYTES,
     VALUE_MAX_BYTES,
 )
-from tests.fake_openai import FakeOpenAI, Script
-from tests.streams import drain
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.streams import drain
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 TIMINGS = {"prompt_n": 12, "prompt_ms": 30.5, "predicted_n": 3, "predicted_per_second": 41.2}

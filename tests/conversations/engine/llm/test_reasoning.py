@@ -18,8 +18,8 @@ from conversations.engine.llm.base import (
 )
 from conversations.engine.llm.openai_provider import OpenAIProvider
 from conversations.engine.llm.openai_sse import ChunkTranslator
-from tests.fake_openai import FakeOpenAI, Script
-from tests.streams import drain
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.streams import drain
 
 MESSAGES = [{"role": "user", "content": "What is 17*23?"}]
 THOUGHTS = ["17*23: ", "17*20 is 340, ", "17*3 is 51, ", "so 391."]

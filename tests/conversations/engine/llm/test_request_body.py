@@ -23,8 +23,8 @@ from conversations.engine.llm import openai_provider
 from conversations.engine.llm.base import GenerationSettings
 from conversations.engine.llm.openai_provider import OpenAIProvider
 from conversations.tools.registry import tool_default_names, tool_definitions
-from tests.fake_openai import FakeOpenAI, RecordedRequest, Script
-from tests.streams import drain
+from tests.support.fake_openai import FakeOpenAI, RecordedRequest, Script
+from tests.support.streams import drain
 
 MODEL = "gpt-test"
 DRAFT = "Dear Bob,\nthe numbers are in — «naïve» café 東京 🚀"
