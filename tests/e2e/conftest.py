@@ -1,6 +1,8 @@
-"""Fixtures for end-to-end runs: real worker processes, the real broker, the fake upstream."""
+"""Fixtures for end-to-end runs: real worker processes, the real broker, the fake upstream.
+Every test here starts a stack of processes, so every one is marked slow."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -9,6 +11,15 @@ from conversations.models import Conversation
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.side_effects import tables_reset
 from tests.support.workers import Worker, WorkerFactory, worker_start
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
