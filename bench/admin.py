@@ -323,7 +323,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     prefix = f"bench-admin-{secrets.token_hex(3)}-"
     # Deletes notify open sockets through the channel layer, as in production.
-    from tests.redis_server import redis_start
+    from tests.support.redis_server import redis_start
 
     _, redis_stop = redis_start()
     try:

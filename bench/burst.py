@@ -6,7 +6,7 @@ The worker, beat and one Daphne are started exactly as the Procfile starts them
 --concurrency=${WORKER_CONCURRENCY:-8} -Q parley`, Daphne with its ping flags), with the
 default settings (`config.settings.local`; DEBUG off as in every benchmark unless the
 shell sets it) unless an option overrides them (`--worker-concurrency N` sets
-WORKER_CONCURRENCY). The fake OpenAI upstream (tests.fake_openai_server) runs in its own
+WORKER_CONCURRENCY). The fake OpenAI upstream (tests.support.fake_openai_server) runs in its own
 process and logs each chunk's send time; Redis is REDIS_URL or an embedded Valkey; the
 database is DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated first.
 The websocket clients run in this process, each with the bench user's API key and a

@@ -44,10 +44,10 @@ from conversations import (  # noqa: E402
 )
 from conversations.engine import eventlog, watchdog  # noqa: E402
 from conversations.models import Conversation, Message, Run  # noqa: E402
-from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS, tables_reset  # noqa: E402
-from tests.e2e.worker import Worker, worker_start  # noqa: E402
-from tests.fake_openai import FakeOpenAI, Script  # noqa: E402
-from tests.redis_server import redis_start  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, Script  # noqa: E402
+from tests.support.redis_server import redis_start  # noqa: E402
+from tests.support.side_effects import EXECUTIONS, SIDE_EFFECTS, tables_reset  # noqa: E402
+from tests.support.workers import Worker, worker_start  # noqa: E402
 
 STORY = "The quick brown fox jumps over the lazy dog. " * 12
 PREAMBLE = ["Let ", "me ", "record ", "that."]
@@ -277,7 +277,9 @@ def trial(number: int, seed: int, owner: User, upstream: FakeOpenAI, overhead: f
 def worker(upstream: FakeOpenAI) -> Worker:
     env = {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": upstream.base_url}
     env |= {"OPENAI_MAX_RETRIES": "0", "PARLEY_RUN_LEASE_SECONDS": "2"}
-    return worker_start(redis_url=settings.REDIS_URL, env=env, include="tests.e2e.tools")
+    return worker_start(
+        redis_url=settings.REDIS_URL, env=env, include="tests.support.side_effect_tools"
+    )
 
 
 @contextmanager

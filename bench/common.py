@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from django.db.models import Model
 
     from accounts.models import User
-    from tests.e2e.processes import ChildProcess
+    from tests.support.processes import ChildProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ def fake_start(
 ) -> tuple[subprocess.Popen[str], str]:
     """The fake OpenAI upstream in its own process, logging each chunk's send time to
     `chunk_log`; returns the process and its base URL."""
-    command = [sys.executable, "-m", "tests.fake_openai_server", "--port", "0"]
+    command = [sys.executable, "-m", "tests.support.fake_openai_server", "--port", "0"]
     command += ["--tokens", str(tokens), "--tokens-per-second", str(rate)]
     command += ["--chunk-log", str(chunk_log)]
     if first_token_delay is not None:

@@ -1,7 +1,7 @@
 """Fan-out benchmark: one Daphne relaying live replies to many websocket clients at once.
 
 Real processes (the harness of bench.resume): the fake OpenAI upstream
-(`tests.fake_openai_server`, which logs each chunk's send time), ONE Celery worker
+(`tests.support.fake_openai_server`, which logs each chunk's send time), ONE Celery worker
 (`--pool=threads --concurrency=<clients>`), ONE Daphne, Redis (REDIS_URL, or an embedded
 Valkey), the database in DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated
 first. Each client (websockets' asyncio client, all on one event loop, an API key) owns a

@@ -42,9 +42,9 @@ from accounts.models import User  # noqa: E402
 from conversations import engine, services  # noqa: E402
 from conversations.engine import eventlog, watchdog  # noqa: E402
 from conversations.models import Message, Run  # noqa: E402
-from tests.e2e.faults import RestartableRedis, procfile_worker, redis_switched  # noqa: E402
-from tests.e2e.processes import ChildProcess  # noqa: E402
-from tests.fake_openai import FakeOpenAI, Script  # noqa: E402
+from tests.support.fake_openai import FakeOpenAI, Script  # noqa: E402
+from tests.support.faults import RestartableRedis, procfile_worker, redis_switched  # noqa: E402
+from tests.support.processes import ChildProcess  # noqa: E402
 
 STORY = "Once upon a time a worker kept on streaming through the storm. " * 4
 RATE = 40.0  # tokens per second: a reply of about four seconds

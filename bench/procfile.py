@@ -11,7 +11,7 @@ does, each web and worker process counts its metrics into a shared
 `PROMETHEUS_MULTIPROC_DIR` (a temporary directory here).
 
 The Procfile's `valkey` entry is not used: Redis is `REDIS_URL` or an embedded Valkey of
-this benchmark's own, as for the other benchmarks (`tests.redis_server.redis_start`).
+this benchmark's own, as for the other benchmarks (`tests.support.redis_server.redis_start`).
 A `REDIS_URL` must not be shared with other workers (they would take this benchmark's
 steps, and its worker theirs); steps left queued when a capped run ends are removed
 from it at the end.
@@ -35,10 +35,10 @@ from bench.common import ROOT, fake_start, owner_delete, process_stop, progress
 from bench.resume import Stack
 from conversations.engine import eventlog
 from conversations.models import Run
-from tests.e2e.processes import ChildProcess, process_spawn, process_wait_ready
-from tests.e2e.web import WebServer, free_port
-from tests.e2e.worker import Worker
-from tests.redis_server import redis_start
+from tests.support.processes import ChildProcess, process_spawn, process_wait_ready
+from tests.support.redis_server import redis_start
+from tests.support.web_server import WebServer, free_port
+from tests.support.workers import Worker
 
 PROCFILE = ROOT / "Procfile"
 SETTINGS_MODULE = "config.settings.local"  # what the Procfile's processes run with

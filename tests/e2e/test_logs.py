@@ -10,8 +10,8 @@ import pytest
 from config.log_context import log_ids_bound
 from conversations import engine
 from conversations.models import Run
-from tests.e2e.conftest import run_wait
-from tests.fake_openai import Script
+from tests.support.fake_openai import Script
+from tests.support.stack_runs import run_wait
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import ROOT, ChildProcess, database_url_for_tests
-from tests.e2e.web import free_port
-from tests.waiting import wait_until
+from tests.support.processes import ROOT, ChildProcess, database_url_for_tests
+from tests.support.waiting import wait_until
+from tests.support.web_server import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

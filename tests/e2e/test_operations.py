@@ -15,9 +15,9 @@ from websockets.sync.client import connect
 
 from accounts import services as account_services
 from config.heartbeat import HEARTBEAT_KEY
-from tests.e2e.web import WebServer, web_start
-from tests.fake_openai import FakeOpenAI, Script
-from tests.waiting import wait_until
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.waiting import wait_until
+from tests.support.web_server import WebServer, web_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

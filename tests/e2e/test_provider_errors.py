@@ -12,9 +12,9 @@ import pytest
 from conversations import engine
 from conversations.engine import eventlog
 from conversations.models import Run
-from tests.e2e.conftest import run_wait, stored
-from tests.e2e.worker import Worker, worker_start
-from tests.fake_openai import FakeOpenAI, Script
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.stack_runs import run_wait, stored
+from tests.support.workers import Worker, worker_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +37,7 @@ def impatient_worker(django_db_setup, redis_url: str, upstream: FakeOpenAI) -> I
         "OPENAI_TIMEOUT_SECONDS": "1",
         "OPENAI_MAX_RETRIES": "1",
     }
-    worker = worker_start(redis_url=redis_url, env=env, include="tests.e2e.tools")
+    worker = worker_start(redis_url=redis_url, env=env, include="tests.support.side_effect_tools")
     yield worker
     worker.stop()
 

@@ -19,8 +19,8 @@ from websockets.sync.client import ClientConnection, connect
 from accounts import services as account_services
 from conversations.engine import eventlog
 from conversations.models import Message, Run
-from tests.e2e.web import WebServer, web_start
-from tests.fake_openai import Script
+from tests.support.fake_openai import Script
+from tests.support.web_server import WebServer, web_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,9 +9,9 @@ import pytest
 from conversations import engine
 from conversations.engine import eventlog, watchdog
 from conversations.models import Message, Run
-from tests.e2e.faults import RestartableRedis, procfile_worker, redis_switched
-from tests.fake_openai import FakeOpenAI, Script
-from tests.waiting import wait_until
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.faults import RestartableRedis, procfile_worker, redis_switched
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,8 +9,8 @@ from conversations import engine
 from conversations.engine import eventlog
 from conversations.errors import RunActive
 from conversations.models import Message, Run
-from tests.e2e.conftest import run_wait, stored
-from tests.fake_openai import Script
+from tests.support.fake_openai import Script
+from tests.support.stack_runs import run_wait, stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,10 +6,15 @@ import pytest
 from conversations import engine
 from conversations.engine import eventlog
 from conversations.models import Run
-from tests.e2e.conftest import run_wait, stored
-from tests.e2e.test_kill import STORY, assert_log_matches_storage, deltas_seen
-from tests.fake_openai import Script
-from tests.waiting import wait_until
+from tests.support.fake_openai import Script
+from tests.support.stack_runs import (
+    STORY,
+    assert_log_matches_storage,
+    deltas_seen,
+    run_wait,
+    stored,
+)
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,6 @@
-"""Browser-test fixtures: one stack and one browser per module, a fresh context per test."""
+"""Browser-test fixtures: one stack and one browser per module, a fresh context per test.
+A test that drives the browser or the stack is marked slow; the pages rendered without a
+browser are not."""
 
 import time
 from collections.abc import Iterator
@@ -8,10 +10,20 @@ from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
 
 from accounts.models import User
 from conversations.models import Run
-from tests.e2e.web import web_start
-from tests.e2e.worker import worker_start
-from tests.fake_openai import FakeOpenAI
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack, log_in
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack, log_in
+from tests.support.fake_openai import FakeOpenAI
+from tests.support.web_server import web_start
+from tests.support.workers import worker_start
+
+# The fixtures that start Chromium or Daphne and a worker.
+PROCESS_FIXTURES = {"browser", "stack"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from playwright.sync_api import Dialog, Page, expect
 
 from conversations import services
 from conversations.models import Message, Run
-from tests.fake_openai import Script
-from tests.waiting import wait_until
-from tests.web.browser import Stack, record_assistant_states, send, wait_idle
+from tests.support.browser import Stack, record_assistant_states, send, wait_idle
+from tests.support.fake_openai import Script
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,8 +6,8 @@ from playwright.sync_api import Page, expect
 
 from conversations import services
 from conversations.models import Conversation, Message, Run
-from tests.fake_openai import Script
-from tests.web.browser import Stack, wait_idle
+from tests.support.browser import Stack, wait_idle
+from tests.support.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

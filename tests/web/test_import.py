@@ -10,7 +10,7 @@ from playwright.sync_api import Page, Route, expect
 
 from conversations import services
 from conversations.models import Conversation
-from tests.web.browser import Stack
+from tests.support.browser import Stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from playwright.sync_api import Page, Request, expect
 
 from conversations import services
 from conversations.models import Conversation
-from tests.web.browser import Stack, log_in
+from tests.support.browser import Stack, log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from accounts.models import User
 from conversations import services
-from tests.web.browser import Stack, log_in
+from tests.support.browser import Stack, log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,8 +8,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from conversations.models import Message, Run
-from tests.fake_openai import Script
-from tests.web.browser import Stack, wait_idle
+from tests.support.browser import Stack, wait_idle
+from tests.support.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

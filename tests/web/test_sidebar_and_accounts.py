@@ -13,8 +13,8 @@ from playwright.sync_api import Page, expect
 from accounts.models import User
 from conversations import services
 from conversations.models import Conversation
-from tests.fake_openai import Script
-from tests.web.browser import Stack, log_in, wait_idle
+from tests.support.browser import Stack, log_in, wait_idle
+from tests.support.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

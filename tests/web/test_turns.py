@@ -5,8 +5,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from conversations import services
-from tests.fake_openai import Script
-from tests.web.browser import Stack, send, wait_idle
+from tests.support.browser import Stack, send, wait_idle
+from tests.support.fake_openai import Script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,8 +14,8 @@ from conversations.engine.loop import CallModel, End, Position, RunTools, loop_n
 from conversations.engine.responses import ResponseAsk, response_unstored
 from conversations.models import Message, Run
 from conversations.services import NewMessage
-from tests.fake_openai import FakeOpenAI, Script
-from tests.steps import run_to_end
+from tests.support.fake_openai import FakeOpenAI, Script
+from tests.support.steps import run_to_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
