@@ -3,7 +3,7 @@ notification and every websocket frame, each type with the shape of its payload.
 
 The names are defined where they are written (`event_types.py`, `notifications.py`);
 this module says what each carries. The test suite checks every event, notification and
-frame it makes against these declarations (tests/protocol_check.py), so a payload that
+frame it makes against these declarations (tests/support/protocol_check.py), so a payload that
 drifts from its declaration, or a type nobody declared, fails the test that made it.
 Declarations are strict: an unknown key, a missing one or a wrong type is a violation.
 """

@@ -1,16 +1,23 @@
 """Fixtures for running a run's steps inside the test process, and for code that reaches
 the database from a helper thread."""
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
+import httpx2 as httpx
+import openai
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.core import signals
+from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections, connections
+from rest_framework.test import APIClient
 
+from accounts.models import User
 from conversations.background_loop import loop_run
 from conversations.engine import dispatch, responses, runner, stateless
 from conversations.engine.llm.openai_provider import OpenAIProvider
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.openai_api import BASE, key_for
 
 
 @pytest.fixture
@@ -39,3 +46,41 @@ async def close_thread_connections() -> AsyncIterator[None]:
     dropped at the end."""
     yield
     await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+def as_user() -> Callable[[User], APIClient]:
+    """A client logged in with a session (as a browser would be)."""
+
+    def make(user: User) -> APIClient:
+        client = APIClient()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def wsgi_app(db) -> Iterator[httpx.WSGITransport]:
+    """The app in this process. As Django's test client does, requests keep the test's
+    connection: closing it after each request would end the test's transaction."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield httpx.WSGITransport(app=get_wsgi_application())
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def sdk(wsgi_app) -> Callable[[User], openai.OpenAI]:
+    """The official SDK with a fresh API key of `user`; no retries, so each error is seen."""
+
+    def make(user: User) -> openai.OpenAI:
+        return openai.OpenAI(
+            base_url=BASE,
+            api_key=key_for(user),
+            http_client=httpx.Client(transport=wsgi_app),
+            max_retries=0,
+        )
+
+    return make

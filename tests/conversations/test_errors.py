@@ -41,12 +41,11 @@ from conversations.errors import (
 from conversations.models import Conversation, Message, Run
 from conversations.openai_api.errors import OPENAI, SHOULD_RETRY
 from conversations.openai_api.errors import error_response as openai_response
-from tests.api.conftest import as_user  # noqa: F401
-from tests.api.conftest import error_of as rest_error_of
-from tests.conversations.test_consumers import connect_as
-from tests.openai_api.conftest import body_of, fresh_throttles, sdk, wsgi_app  # noqa: F401
+from tests.support.api import error_of as rest_error_of
+from tests.support.openai_api import body_of
+from tests.support.sockets import connect_as
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttles")]
 
 OPENAI_FIELDS = {"message", "type", "param", "code"}
 # The conditions OpenAI has its own code for: the one documented exception each.

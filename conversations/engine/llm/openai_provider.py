@@ -208,7 +208,7 @@ def _request_body(
     Messages and tools are already in OpenAI's wire format, and for such input the typed
     path's `maybe_transform` returns an equal copy; it only costs CPU to find that out
     (~68 ms for a 400-message history against ~0.7 ms for `json.dumps` of the body: see
-    docs/PERFORMANCE.md). tests/conversations/llm/test_request_body.py checks the equality.
+    docs/PERFORMANCE.md). tests/conversations/engine/llm/test_request_body.py checks the equality.
     """
     # Keys in the order of the SDK's own params dict, so even the bytes on the wire match.
     body: dict[str, Any] = {"model": model, "stream": True, "messages": messages}

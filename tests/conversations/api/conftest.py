@@ -15,18 +15,6 @@ def _throttles_fresh(fresh_throttles: None) -> None:
 
 
 @pytest.fixture
-def as_user() -> Callable[[User], APIClient]:
-    """A client logged in with a session (as a browser would be)."""
-
-    def make(user: User) -> APIClient:
-        client = APIClient()
-        client.force_login(user)
-        return client
-
-    return make
-
-
-@pytest.fixture
 def with_key() -> Callable[[User], APIClient]:
     """A client sending a fresh API key of `user` as a Bearer token."""
 
