@@ -118,7 +118,8 @@ def conversation_delete(*, conversation: Conversation) -> None:
     """Hard delete. Messages and runs go as one DELETE each, never row by row in Python.
 
     That holds because nothing cascades from Message or Run and no delete signals are
-    connected to them (tests/conversations/services/test_conversations_and_messages.py checks the query shape).
+    connected to them (tests/conversations/services/test_conversations_and_messages.py
+    checks the query shape).
     """
     conversation_id = conversation.pk
     with transaction.atomic():
