@@ -7,7 +7,8 @@ from conversations.api.views import (
     branches,
     chat,
     conversations,
-    exchange,
+    exports,
+    imports,
     runs,
     search,
     tools,
@@ -20,7 +21,7 @@ urlpatterns = [
     path("conversations/", conversations.ConversationListView.as_view(), name="conversations"),
     path(
         "conversations/import/",
-        exchange.ImportView.as_view(),
+        imports.ImportView.as_view(),
         name="conversation-import",
     ),
     path(
@@ -65,7 +66,7 @@ urlpatterns = [
     ),
     path(
         "conversations/<str:conversation_id>/export/",
-        exchange.ExportView.as_view(),
+        exports.ExportView.as_view(),
         name="conversation-export",
     ),
     path("runs/<str:run_id>/", runs.RunDetailView.as_view(), name="run"),

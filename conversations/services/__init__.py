@@ -32,9 +32,9 @@ from conversations.services.governance import (
     user_delete,
 )
 from conversations.services.imports import conversation_import
-from conversations.services.items import (
-    conversation_create_with_items,
-    items_append,
+from conversations.services.message_batches import (
+    conversation_create_with_messages,
+    message_batch_append,
     message_replace,
 )
 from conversations.services.messages import (
@@ -64,7 +64,7 @@ __all__ = [
     "branch_switch",
     "context_event_add",
     "conversation_create",
-    "conversation_create_with_items",
+    "conversation_create_with_messages",
     "conversation_delete",
     "conversation_draft_update",
     "conversation_fork",
@@ -78,8 +78,8 @@ __all__ = [
     "conversations_purge",
     "conversations_unflag",
     "draft_edit_notice",
-    "items_append",
     "message_append",
+    "message_batch_append",
     "message_edit_prepare",
     "message_quota_take",
     "message_replace",

@@ -16,7 +16,7 @@ from conversations import notifications
 from conversations.errors import RunActive
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.services.common import raise_if
-from conversations.services.items import _problems
+from conversations.services.message_batches import message_batch_problems
 from conversations.services.messages import (
     NewMessage,
     branch_target,
@@ -39,7 +39,7 @@ def response_input_store(
     `messages` appended to `branch` (the active one for None), each pointing at the run,
     and that branch made the conversation's active one. Each user message counts against
     the owner's daily quota (QuotaExceeded); the first names an untitled conversation."""
-    raise_if(_problems(messages))
+    raise_if(message_batch_problems(messages))
     for new in messages:
         if new.role == Message.Role.USER:
             message_quota_take(user_id=conversation.owner_id)

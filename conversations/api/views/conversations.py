@@ -1,5 +1,5 @@
 """Conversations and what hangs off them: messages, context events, draft and fork
-(branches are in branches.py, export and import in exchange.py)."""
+(branches are in branches.py, export in exports.py, import in imports.py)."""
 
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes

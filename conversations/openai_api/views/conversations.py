@@ -34,7 +34,7 @@ def _metadata(value: Any) -> dict[str, str]:
 class ConversationsView(OpenAIView):
     def post(self, request: Request) -> Response:
         body = body_object(request, allowed={"metadata", "items"})
-        conversation, _ = services.conversation_create_with_items(
+        conversation, _ = services.conversation_create_with_messages(
             owner=request.user,  # type: ignore[arg-type]
             metadata=_metadata(body.get("metadata")),
             messages=new_messages(body.get("items")),

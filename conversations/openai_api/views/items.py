@@ -40,7 +40,7 @@ class ItemsView(OpenAIView):
                 param="items",
                 code="missing_required_parameter",
             )
-        rows = services.items_append(
+        rows = services.message_batch_append(
             conversation=conversation, messages=new_messages(body["items"], at_least=1)
         )
         items = [item for row in rows for item in message_items(selectors.message_row(row))]

@@ -1,7 +1,8 @@
-"""Writes behind the OpenAI-compatible API's conversation items: appending a batch of
-messages to the active path, and taking one out of it.
+"""Messages a client gives as they are (not a turn that starts a run): a batch appended to
+the active path, a conversation created holding one, and one message taken out of the
+path. The OpenAI-compatible API's conversation items are written here.
 
-Items are stored messages, so everything else (the web UI, search, export, the admin,
+They are stored messages, so everything else (the web UI, search, export, the admin,
 the model's input) sees them as it sees any message. The path is append-only: taking a
 message out forks a new active branch without it, and the old path stays as an
 alternative, as after an edit.
@@ -33,7 +34,7 @@ from conversations.services.quotas import message_quota_take
 from conversations.validation import title_from_message
 
 
-def _problems(messages: Sequence[NewMessage]) -> list[Problem]:
+def message_batch_problems(messages: Sequence[NewMessage]) -> list[Problem]:
     """The rules every stored message keeps, checked here too so no caller can skip them
     (the API checks first, naming each item's own path)."""
     problems: list[Problem] = []
@@ -66,7 +67,9 @@ def _run_active(conversation: Conversation) -> bool:
     return Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists()
 
 
-def items_append(*, conversation: Conversation, messages: Sequence[NewMessage]) -> list[Message]:
+def message_batch_append(
+    *, conversation: Conversation, messages: Sequence[NewMessage]
+) -> list[Message]:
     """Append messages to the active branch, all or none, in one transaction.
 
     As over the REST API: a system message is a context event and may arrive while a reply
@@ -75,7 +78,7 @@ def items_append(*, conversation: Conversation, messages: Sequence[NewMessage]) 
     owner's daily message quota (QuotaExceeded), and the first names an untitled
     conversation.
     """
-    raise_if(_problems(messages))
+    raise_if(message_batch_problems(messages))
     if not messages:
         return []
     with transaction.atomic():
@@ -103,14 +106,14 @@ def items_append(*, conversation: Conversation, messages: Sequence[NewMessage]) 
     return rows
 
 
-def conversation_create_with_items(
+def conversation_create_with_messages(
     *, owner: User, metadata: dict[str, str] | None, messages: Sequence[NewMessage]
 ) -> tuple[Conversation, list[Message]]:
     """A new conversation holding `messages`: both or neither (a refused item, or a quota
     reached, leaves no empty conversation behind)."""
     with transaction.atomic():
         conversation = conversation_create(owner=owner, metadata=metadata)
-        rows = items_append(conversation=conversation, messages=messages)
+        rows = message_batch_append(conversation=conversation, messages=messages)
     return conversation, rows
 
 
@@ -152,7 +155,7 @@ def message_replace(
     Message.DoesNotExist when `message` is not on the active path.
     """
     if replacement is not None:
-        raise_if(_problems([replacement]))
+        raise_if(message_batch_problems([replacement]))
     with transaction.atomic():
         locked = conversation_lock(conversation)
         if _run_active(conversation):

@@ -1,26 +1,21 @@
-"""Export and import of whole conversations: streamed downloads in every format, and
-uploads of Parley's JSON, minimal documents, fine-tuning lines and ChatGPT exports."""
+"""`GET conversations/{id}/export/`: one conversation as a streamed download, in JSON
+(version 2 with every branch, or 1), Markdown or JSONL."""
 
 import itertools
 from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
-from rest_framework.response import Response
 
-from conversations import services
-from conversations.api import import_schema
-from conversations.api.base import ApiView, idempotent
+from conversations.api.base import ApiView
 from conversations.api.base import conversation_for as _conversation
-from conversations.errors import INVALID_IMPORT, Problem, ValidationFailed
-from conversations.formats import chatgpt, exporting
+from conversations.errors import Problem, ValidationFailed
+from conversations.formats import exporting
 from conversations.models import Conversation
-from conversations.serializers import conversation_payload
 from conversations.validation import storable_text
 
 EXPORTS = {
@@ -104,32 +99,3 @@ class ExportView(ApiView):
             f'attachment; filename="conversation-{conversation.pk}.{extension}"'
         )
         return response
-
-
-class ImportView(ApiView):
-    def body_limit(self) -> int:
-        limit: int = settings.PARLEY_IMPORT_MAX_BYTES
-        return limit
-
-    @extend_schema(
-        operation_id="conversations_import",
-        summary="Import a conversation (or a ChatGPT export)",
-        description=import_schema.DESCRIPTION,
-        request=import_schema.REQUEST,
-        responses={201: import_schema.CREATED},
-    )
-    @idempotent
-    def post(self, request: Request) -> Response:
-        owner = request.user
-        if chatgpt.chatgpt_export_detect(request.body):
-            report = services.conversations_import_chatgpt(owner=owner, document=request.body)  # type: ignore[arg-type]
-            if not report.imported:
-                raise ValidationFailed(
-                    report.problems(),
-                    INVALID_IMPORT,
-                    message=report.summary(),
-                    details=report.payload(),
-                )
-            return Response(report.payload(), status=201)
-        conversation = services.conversation_import(owner=owner, document=request.body)  # type: ignore[arg-type]
-        return Response(conversation_payload(conversation), status=201)
