@@ -27,12 +27,6 @@ def api_key_for_authorization(*, header: str) -> ApiKey | None:
     return api_key
 
 
-def user_for_authorization(*, header: str) -> User | None:
-    """The owner of the key in `Authorization: Bearer <key>` (see above), or None."""
-    api_key = api_key_for_authorization(header=header)
-    return api_key.owner if api_key is not None else None
-
-
 def api_key_list(*, owner: User) -> list[ApiKey]:
     """The user's keys, newest first, revoked ones included (they show when and which)."""
     return list(ApiKey.objects.filter(owner=owner).order_by("-created_at"))
