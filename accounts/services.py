@@ -131,20 +131,15 @@ def idempotency_release(*, record: IdempotencyRecord) -> None:
     IdempotencyRecord.objects.filter(pk=record.pk, completed_at__isnull=True).delete()
 
 
-# What a repeat gets once something its stored answer named has been deleted.
-IDEMPOTENCY_GONE_BODY = {
-    "error": {
-        "code": "gone",
-        "message": "What this request's answer showed has been deleted since, and the "
-        "answer with it.",
-    }
-}
+# The status a stored answer keeps once it was forgotten for a deletion.
+ANSWER_GONE_STATUS = 410
 
 
 def idempotency_answers_forget(*, owner_ids: Iterable[int], mentioning: Iterable[str]) -> int:
     """Stored answers that name a deleted object (a conversation's id) may quote its text:
-    they lose their body, so nothing of it outlives the deletion, and a repeat gets 410
-    instead (the record stays, so the request is still not carried out twice)."""
+    they lose their body, so nothing of it outlives the deletion, and a repeat is told so
+    (the status 410 marks it; the record stays, so the request is still not carried out
+    twice)."""
     matches = Q()
     for text in mentioning:
         matches |= Q(body__icontains=text)
@@ -152,7 +147,7 @@ def idempotency_answers_forget(*, owner_ids: Iterable[int], mentioning: Iterable
         return 0
     return (
         IdempotencyRecord.objects.filter(owner_id__in=set(owner_ids), completed_at__isnull=False)
-        .exclude(status_code=410)
+        .exclude(status_code=ANSWER_GONE_STATUS)
         .filter(matches)
-        .update(status_code=410, body=IDEMPOTENCY_GONE_BODY)
+        .update(status_code=ANSWER_GONE_STATUS, body=None)
     )

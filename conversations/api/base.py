@@ -22,6 +22,7 @@ from accounts import services as account_services
 from conversations import selectors
 from conversations.api.renderers import StorableJSONRenderer
 from conversations.errors import (
+    IDEMPOTENCY_ANSWER_GONE,
     IDEMPOTENCY_ANSWER_NOT_KEPT,
     IDEMPOTENCY_IN_FLIGHT,
     IDEMPOTENCY_KEY_REUSED,
@@ -182,6 +183,8 @@ def _begin(request: Request) -> Any:
 def _replay(view: APIView, record: Any) -> Response:
     if not getattr(view, "idempotency_keeps_answer", True):
         raise ParleyError(IDEMPOTENCY_ANSWER_NOT_KEPT)
+    if record.status_code == account_services.ANSWER_GONE_STATUS:
+        raise ParleyError(IDEMPOTENCY_ANSWER_GONE)
     response = Response(record.body, status=record.status_code)
     response[REPLAYED_HEADER] = "true"
     withheld = getattr(view, "idempotency_withheld", ())

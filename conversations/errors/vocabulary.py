@@ -113,6 +113,12 @@ IDEMPOTENCY_ANSWER_NOT_KEPT = _entry(
     "nothing of its answers, so it cannot be sent again. Send the request again with a new "
     "Idempotency-Key.",
 )
+# The stored answer named something deleted since, and was dropped with it.
+IDEMPOTENCY_ANSWER_GONE = _entry(
+    "gone",
+    410,
+    "What this request's answer showed has been deleted since, and the answer with it.",
+)
 
 # --- the server -----------------------------------------------------------------------------
 

@@ -87,6 +87,7 @@ OPENAI: dict[ErrorCode, OpenAIShape] = {
     codes.IDEMPOTENCY_IN_FLIGHT: OpenAIShape(409),
     codes.IDEMPOTENCY_KEY_REUSED: OpenAIShape(422),
     codes.IDEMPOTENCY_ANSWER_NOT_KEPT: OpenAIShape(409, retry=False),
+    codes.IDEMPOTENCY_ANSWER_GONE: OpenAIShape(410),
     codes.MODEL_CALL_FAILED: OpenAIShape(502, type=SERVER),
     codes.SERVER_ERROR: OpenAIShape(
         500, type=SERVER, alias=None, message="The server had an error processing your request."
