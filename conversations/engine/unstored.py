@@ -115,6 +115,9 @@ class UnstoredRun:
         for name, value in fields.items():
             setattr(self.run, name, value)
         if status is None:
+            # The next round begins at once, as its first attempt (a stored run's next
+            # step counts its attempt when it takes the lease).
+            self.run.attempt = 1
             return
         self.run.status, self.run.error, self.run.finished_at = status, error, timezone.now()
         self.writer.emit(terminal_type(status), run=run_payload(self.run))
@@ -176,6 +179,7 @@ def unstored_run(
         status=Run.Status.IN_PROGRESS,
         created_at=now,
         started_at=now,
+        attempt=1,
         model=model,
         **fields,
     )

@@ -102,6 +102,11 @@ def test_a_stored_run_and_a_response_kept_nowhere_emit_the_same_events(
 
     assert (run.status, response.status) == ("completed", "completed")
     assert shape(kept_events) == shape(nowhere_events)
+    created = [
+        [(e["role"], e["attempt"]) for e in events if e["type"] == eventlog.MESSAGE_CREATED]
+        for events in (kept_events, nowhere_events)
+    ]
+    assert created[0] == created[1] == [("assistant", 1), ("assistant", 1)]
     assert [e["sequence_number"] for e in nowhere_events] == list(range(len(nowhere_events)))
     for kind in (eventlog.MESSAGE_COMPLETED, eventlog.TOOL_RESULT_COMPLETED):
         kept = [e for e in kept_events if e["type"] == kind]
