@@ -63,8 +63,11 @@ browser:
 		$$SUDO apt-get update && $$SUDO apt-get install -y chromium; }
 	@/usr/bin/chromium --version 2>/dev/null
 
+# Two test processes (pytest-xdist): most tests wait on sockets, child processes and the
+# browser, so two keep the cores busy. A file's tests stay in one process, as they share a
+# browser and a stack of processes; each process has its own test database and Redis.
 pytest: install browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 test: lint imports typecheck migrations-check pytest
 

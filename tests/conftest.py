@@ -1,3 +1,4 @@
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,15 @@ def outsider(db) -> User:
 @pytest.fixture
 def conversation(owner) -> Conversation:
     return services.conversation_create(owner=owner, title="Cats")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test needs a node id of its own: the parallel run hands tests out by id and
+    would run only one of two that share it, silently."""
+    shared = [nodeid for nodeid, count in Counter(i.nodeid for i in items).items() if count > 1]
+    if shared:
+        raise pytest.UsageError(f"tests share node ids: {', '.join(shared[:5])}")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -149,3 +149,30 @@ def test_no_module_imports_a_test_module_or_a_conftest():
         and module.rsplit(".", 1)[-1].startswith(("test_", "conftest"))
     }
     assert sorted(offending) == []
+
+
+def test_each_parallel_test_process_has_a_redis_database_of_its_own(monkeypatch):
+    from tests.support.redis_server import redis_database_per_test_process as database_for
+
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    assert database_for("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert database_for("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/1"
+    assert database_for("redis://127.0.0.1:6379") == "redis://127.0.0.1:6379/1"
+    assert database_for("") == ""  # an embedded server of its own instead
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert database_for("redis://:secret@redis:6379/3") == "redis://:secret@redis:6379/5"
+
+
+def test_every_collected_test_has_a_node_id_of_its_own():
+    # Schemathesis names one test per API operation; each must be told apart by its id.
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/conversations/api/test_schema.py"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = [line for line in result.stdout.splitlines() if "::test_the_api_keeps" in line]
+    assert len(ids) > 10
+    assert len(set(ids)) == len(ids)
+    assert any(line.endswith("[POST /api/v1/chat/]") for line in ids)

@@ -2,6 +2,7 @@
 
 import os
 from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
 
 
 def redis_start() -> tuple[str, Callable[[], None]]:
@@ -17,7 +18,7 @@ def redis_start() -> tuple[str, Callable[[], None]]:
     from config.celery import app
     from config.channel_layers import channel_layers_config
 
-    url = os.environ.get("REDIS_URL", "")
+    url = redis_database_per_test_process(os.environ.get("REDIS_URL", ""))
     stop: Callable[[], None] = lambda: None  # noqa: E731
     if not url:
         server = ValkeyServer(config={"save": "", "appendonly": "no"})
@@ -30,3 +31,15 @@ def redis_start() -> tuple[str, Callable[[], None]]:
     app.conf.update(broker_url=url)
     channel_layers.backends.clear()  # rebuilt from the settings above on next use
     return url, stop
+
+
+def redis_database_per_test_process(url: str) -> str:
+    """The given server, in a database of this test process's own when the suite runs in
+    parallel (pytest-xdist): one process's workers must never take another's tasks, nor
+    its followers read another's logs."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not url or not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) + 1 + int(worker.removeprefix("gw"))
+    return urlunsplit(parts._replace(path=f"/{database}"))

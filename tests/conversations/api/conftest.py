@@ -9,6 +9,16 @@ from accounts import services as account_services
 from accounts.models import User
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Schemathesis makes one test per API operation, but builds every one's node id from
+    the bare function name. Parallel runs tell tests apart by node id (two would run one
+    operation and drop the rest), so the operation joins the id as a parameter would."""
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if label and item._id.params is None:
+            item._id = item._id.with_params(label)
+
+
 @pytest.fixture(autouse=True)
 def _throttles_fresh(fresh_throttles: None) -> None:
     """Every API test starts with its own request budgets."""
