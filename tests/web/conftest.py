@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from accounts.models import User
 from conversations.models import Run
@@ -17,6 +17,10 @@ from tests.support.workers import worker_start
 
 # The fixtures that start Chromium or Daphne and a worker.
 PROCESS_FIXTURES = {"browser", "stack"}
+
+# Assertions wait as long as actions do: with the suite in two processes, a reply's end
+# may take a loaded host more than Playwright's default five seconds to show.
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
