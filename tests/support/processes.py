@@ -1,6 +1,7 @@
 """Child processes for end-to-end tests and benchmarks: started in their own session with
 the test database and Redis in their environment, logging to a temporary file."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,12 +46,37 @@ class ChildProcess:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
+        """SIGTERM to the whole group, then wait until none of it is left: a worker's pool
+        children may outlive their parent by a moment, and a database connection they
+        still hold would block the test database's teardown."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        deadline = time.monotonic() + 10
+        while group_members(self.process.pid):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+
+def group_members(group: int) -> list[int]:
+    """The live processes of a process group (a zombie holds nothing, and whether one is
+    reaped soon depends on the machine's init)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (name) state ppid pgrp ...": the name may hold spaces and parentheses.
+            state, _, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(pgrp) == group and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
 
 
 def process_spawn(
