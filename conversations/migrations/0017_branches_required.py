@@ -14,8 +14,8 @@ constraint validated while writes go on (SET NOT NULL then needs no scan), and t
 unique index is built CONCURRENTLY before it becomes the constraint. Done in one
 transaction, as Django does it, writers waited 1.8 s at 1,000,000 messages (the scan for
 NOT NULL, Django's foreign key dropped and validated again, the index build), a time that
-grows with the table (bench/migrate_branches.py). Every step may run again: an
-interrupted run is finished by running the migration again.
+grows with the table (docs/PERFORMANCE.md, History, "Branches"). Every step may run
+again: an interrupted run is finished by running the migration again.
 """
 
 import django.db.models.deletion
