@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from conversations import context
@@ -23,7 +24,7 @@ from conversations.engine.loop import Position, loop_run_inline
 from conversations.event_types import terminal_type
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import message_export_dict, run_payload
-from conversations.services import NewMessage
+from conversations.services import NewMessage, message_quota_take
 
 # A message of the history, in the form a stateless state carries it.
 Kept = dict[str, Any]
@@ -166,7 +167,11 @@ def unstored_run(
     **fields: Any,
 ) -> tuple[Run, Conversation]:
     """An unsaved run, in progress, and the unsaved conversation its tools act on: a copy
-    of `conversation`'s settings when the run reads one, else the server's defaults."""
+    of `conversation`'s settings when the run reads one, else the server's defaults.
+    QuotaExceeded once the owner's daily messages are used up: a turn kept nowhere makes
+    the model work as a stored one does, so it counts as one."""
+    with transaction.atomic():
+        message_quota_take(user_id=owner.pk)
     now = timezone.now()
     scratch = Conversation(owner=owner, tools=tools, draft=draft)
     if conversation is not None:

@@ -18,6 +18,7 @@ from conversations.models import Branch, Conversation, Message, Run
 from conversations.selectors.branches import branch_get, branch_segments, path_last
 from conversations.serializers import branch_payload
 from conversations.services.messages import content_checked, conversation_lock, user_turn_insert
+from conversations.services.quotas import message_quota_take
 
 
 def _lineage_until(branch: Branch, owner: UUID) -> list[list[Any]]:
@@ -140,6 +141,8 @@ def reply_regenerate_prepare(
         conversation_lock(conversation)
         _no_active_run(conversation)
     trigger = _turn_start(message)
+    # Another answer makes the model work as a new message does: it counts as one.
+    message_quota_take(user_id=conversation.owner_id)
     branch = branch_fork(conversation=conversation, source=message.branch, fork_seq=trigger.seq)
     _activate(conversation, branch)
     return branch, trigger

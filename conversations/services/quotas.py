@@ -1,4 +1,5 @@
-"""Quotas: conversations per user and user messages per day. 0 in a setting = unlimited.
+"""Quotas: conversations per user, and turns that make the model work per day (a message
+sent or edited, a regeneration, a turn kept nowhere). 0 in a setting = unlimited.
 
 Both checks run inside the caller's transaction, so a refused write stores nothing (the
 counter increment is rolled back with it).
@@ -35,7 +36,7 @@ def conversation_quota_check(*, owner_id: int) -> None:
 
 
 def message_quota_take(*, user_id: int) -> None:
-    """Count one user message against today's quota, or refuse it when the quota is used up.
+    """Count one turn against today's quota, or refuse it when the quota is used up.
 
     Must run inside a transaction: on refusal the caller's rollback undoes the increment.
     """

@@ -546,3 +546,18 @@ def test_the_schema_declares_the_branch_fields():
             f"/api/v1/conversations/{{conversation_id}}/messages/{{message_id}}/{action}/"
         ]
         assert operation["post"]["requestBody"]["content"]["application/json"]["examples"]
+
+
+def test_regenerate_past_the_daily_message_quota_is_a_429_and_stores_nothing(
+    api, chatted, model, enqueued, settings
+):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 1  # set after the two questions: counts from here
+    model.push(Script(text="A domesticated wolf."))
+    first = regenerate(api, chatted, message_at(chatted, 4))
+    assert first.status_code == 202
+    run_to_end(first.json()["run"]["id"], enqueued)
+    before = counts(chatted)
+    response = regenerate(api, chatted, message_at(chatted, 4))
+    assert response.status_code == 429
+    assert error_of(response)["code"] == "message_quota_exceeded"
+    assert counts(chatted) == before

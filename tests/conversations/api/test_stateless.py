@@ -358,3 +358,14 @@ def test_inflating_stops_exactly_at_the_limit(settings):
     cut = stateless._inflate(zlib.compress(b"y" * 900)[:-6])
     assert set(cut) <= {ord("y")}
     assert len(cut) <= 900
+
+
+def test_the_daily_message_quota_holds_though_nothing_is_stored(api, provider, settings):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 1
+    first = api.post(URL, {"messages": [{"role": "user", "content": "Hello"}]}, format="json")
+    assert first.status_code == 200
+    again = {"state": first.json()["state"], "messages": [{"role": "user", "content": "More"}]}
+    refused = api.post(URL, again, format="json")
+    assert refused.status_code == 429
+    assert error_of(refused)["code"] == "message_quota_exceeded"
+    assert len(provider.calls) == 1  # the model was not asked again

@@ -333,3 +333,18 @@ async def test_a_frame_after_a_silent_revocation_does_nothing(conversation, owne
     await ws.send_to(text_data=fill(frame, ids))
     await assert_closed(ws)
     assert await sync_to_async(stored)(conversation) == before
+
+
+async def test_regenerate_past_the_daily_message_quota_is_refused_and_stores_nothing(
+    conversation, owner, ids, settings
+):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 1
+    await sync_to_async(services.user_message_append)(conversation=conversation, content="One")
+    before = await sync_to_async(stored)(conversation)
+    ws = await connect_as(owner, conversation.pk)
+    await ws.send_json_to({"type": "message.regenerate", "message_id": ids["a4"]})
+    error = await ws.receive_json_from(timeout=5)
+    assert (error["type"], error["code"]) == ("error", "message_quota_exceeded"), error
+    await assert_open(ws)
+    assert await sync_to_async(stored)(conversation) == before
+    await ws.disconnect()

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from conversations import engine, selectors, services
 from conversations.engine import watchdog
-from conversations.errors import RunActive, ValidationFailed
+from conversations.errors import QuotaExceeded, RunActive, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
 from tests.support.fake_openai import FakeOpenAI, Script
 from tests.support.steps import run_to_end
@@ -293,3 +293,19 @@ def test_a_run_on_a_branch_recovers_after_its_worker_died(chatted, model, enqueu
     assert run.status == Run.Status.COMPLETED
     assert path(chatted, branch.pk)[-1] == "Recovered answer."
     assert reply_of(run).branch_id == branch.pk
+
+
+def test_regenerating_counts_against_the_daily_message_quota(chatted, model, enqueued, settings):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 1  # set after the two questions: counts from here
+    last = reply_of(Run.objects.filter(conversation=chatted).order_by("created_at").last())
+    model.push(Script(text="A faithful friend."))
+    _, run = engine.reply_regenerate(conversation=chatted, message_id=last.pk)
+    run_to_end(run, enqueued)
+    branches, runs = Branch.objects.count(), Run.objects.count()
+
+    with pytest.raises(QuotaExceeded) as refused:
+        engine.reply_regenerate(conversation=chatted, message_id=last.pk)
+    assert refused.value.code == "message_quota_exceeded"
+    # Refused whole: no branch forked, no run, the shown version unchanged.
+    assert (Branch.objects.count(), Run.objects.count()) == (branches, runs)
+    assert path(chatted)[-1] == "A faithful friend."

@@ -12,6 +12,7 @@ from conversations import engine, services
 from conversations.engine import eventlog, stateless
 from conversations.engine.loop import CallModel, End, Position, RunTools, loop_next
 from conversations.engine.responses import ResponseAsk, response_unstored
+from conversations.errors import QuotaExceeded
 from conversations.models import Message, Run
 from conversations.services import NewMessage
 from tests.support.fake_openai import FakeOpenAI, Script
@@ -193,3 +194,25 @@ def test_a_response_kept_nowhere_searches_the_owners_conversations(
     assert "Peggy" in result["output"]
     assert "1234" not in result["output"]
     assert Message.objects.count() == 2  # the two set up above, nothing more
+
+
+def test_the_daily_message_quota_counts_turns_kept_nowhere_as_stored_ones(
+    owner, redis_url, enqueued, upstream: FakeOpenAI, settings
+):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 3
+    upstream.default_script = Script(text="Fine.")
+    say = [{"role": "user", "content": "Hello"}]
+    stored(owner, enqueued, "One")
+    unstored(owner, "Two")
+    stateless.stateless_chat(user=owner, state=None, system="", messages=say)
+    asked = len(upstream.requests)
+
+    with pytest.raises(QuotaExceeded) as refused:
+        unstored(owner, "Four")
+    assert refused.value.code == "message_quota_exceeded"
+    with pytest.raises(QuotaExceeded):
+        stateless.stateless_chat(user=owner, state=None, system="", messages=say)
+    with pytest.raises(QuotaExceeded):
+        stored(owner, enqueued, "Six")
+    assert len(upstream.requests) == asked  # the model was never asked
+    assert Run.objects.count() == 1

@@ -132,3 +132,16 @@ def test_another_users_response_ids_are_not_found_on_every_endpoint(client, sdk,
     assert client.responses.retrieve(response.id).status == "completed"
     assert len(list(client.conversations.items.list(conversation.id))) == 2
     assert not Run.objects.filter(conversation__owner=outsider).exists()
+
+
+def test_the_daily_message_quota_applies_to_responses_kept_nowhere(client, model, owner, settings):
+    settings.PARLEY_MAX_MESSAGES_PER_DAY = 1
+    model.push(Script(text="One."))
+    client.responses.create(model="m", input="First.", store=False)
+    asked = len(model.requests)
+    for store in (False, True):
+        with pytest.raises(openai.RateLimitError) as caught:
+            client.responses.create(model="m", input="Second.", store=store)
+        assert body_of(caught.value)["code"] == "message_quota_exceeded"
+    assert len(model.requests) == asked
+    assert not Run.objects.filter(conversation__owner=owner).exists()
