@@ -1,3 +1,4 @@
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -38,6 +39,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     shared = [nodeid for nodeid, count in Counter(i.nodeid for i in items).items() if count > 1]
     if shared:
         raise pytest.UsageError(f"tests share node ids: {', '.join(shared[:5])}")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test database, dropped at the end only once nothing else holds it:
+    a child process of the last test may still be closing its connection, and a thread of
+    this process may keep one open, either of which would make the drop fail."""
+    yield
+    with django_db_blocker.unblock():
+        database_others_end(seconds=5)
+
+
+def database_others_end(*, seconds: float) -> None:
+    """Wait up to `seconds` for other sessions on the test database to end, then end those
+    left (PostgreSQL; SQLite has no sessions to wait for)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    others = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid()"
+    )
+    deadline = time.monotonic() + seconds
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(others)
+            if not cursor.fetchall() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        cursor.execute(f"SELECT pg_terminate_backend(pid) FROM ({others}) AS left_over")
+    connection.close()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
