@@ -6,7 +6,7 @@ import hashlib
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -133,6 +133,13 @@ def page_response(
     return Response({"results": results, "next": next_url})
 
 
+def query_param_invalid(name: str, message: str) -> ValidationFailed:
+    """The refusal of query parameter `name`, `message` saying what it must be."""
+    return ValidationFailed(
+        [Problem(f"$.query.{name}", message)], message=f"Query parameter {name!r} {message}."
+    )
+
+
 def int_param(request: Request, name: str, default: int, *, minimum: int = 0) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -141,11 +148,17 @@ def int_param(request: Request, name: str, default: int, *, minimum: int = 0) ->
     # digits, and any number of them.
     value = int(raw) if _INTEGER.fullmatch(raw) else minimum - 1
     if value < minimum:
-        message = f"must be a whole number of at least {minimum}"
-        raise ValidationFailed(
-            [Problem(f"$.query.{name}", message)], message=f"Query parameter {name!r} {message}."
-        )
+        raise query_param_invalid(name, f"must be a whole number of at least {minimum}")
     return value
+
+
+def choice_param(request: Request, name: str, choices: Sequence[str], default: str) -> str:
+    """Query parameter `name`, one of `choices` (`default` when absent)."""
+    raw = request.query_params.get(name, default)
+    if raw not in choices:
+        *first, last = choices
+        raise query_param_invalid(name, f"must be {', '.join(first)} or {last}")
+    return raw
 
 
 # --- Idempotency-Key -------------------------------------------------------------------

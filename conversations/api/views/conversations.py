@@ -10,13 +10,18 @@ from rest_framework.throttling import BaseThrottle
 
 from conversations import selectors, services
 from conversations.api import serializers as s
-from conversations.api.base import ApiView, idempotent, int_param, page_response
+from conversations.api.base import (
+    ApiView,
+    idempotent,
+    int_param,
+    page_response,
+    query_param_invalid,
+)
 from conversations.api.base import conversation_for as _conversation
 from conversations.api.base import valid_body as _valid
 from conversations.api.throttles import ModelThrottle
 from conversations.api.views.branches import message_out
 from conversations.engine import run_start
-from conversations.errors import Problem, ValidationFailed
 from conversations.serializers import (
     conversation_payload,
     message_payload,
@@ -36,14 +41,10 @@ CONVERSATION_EXAMPLE = OpenApiExample(
 
 
 def _archived(request: Request) -> bool | None:
-    raw = request.query_params.get("archived", "false").lower()
     choices: dict[str, bool | None] = {"false": False, "true": True, "all": None}
+    raw = request.query_params.get("archived", "false").lower()
     if raw not in choices:
-        message = "must be false, true or all"
-        raise ValidationFailed(
-            [Problem("$.query.archived", message)],
-            message=f"Query parameter 'archived' {message}.",
-        )
+        raise query_param_invalid("archived", "must be false, true or all")
     return choices[raw]
 
 

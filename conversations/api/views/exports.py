@@ -11,9 +11,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 
-from conversations.api.base import ApiView
+from conversations.api.base import ApiView, choice_param
 from conversations.api.base import conversation_for as _conversation
-from conversations.errors import Problem, ValidationFailed
 from conversations.formats import exporting
 from conversations.models import Conversation
 from conversations.validation import storable_text
@@ -77,20 +76,8 @@ class ExportView(ApiView):
     )
     def get(self, request: Request, conversation_id: str) -> StreamingHttpResponse:
         conversation = _conversation(request, conversation_id)
-        format = request.query_params.get("format", "json")
-        if format not in EXPORTS:
-            message = "must be json, markdown or jsonl"
-            raise ValidationFailed(
-                [Problem("$.query.format", message)],
-                message=f"Query parameter 'format' {message}.",
-            )
-        version = request.query_params.get("version", "2")
-        if version not in EXPORT_VERSIONS:
-            message = "must be 1 or 2"
-            raise ValidationFailed(
-                [Problem("$.query.version", message)],
-                message=f"Query parameter 'version' {message}.",
-            )
+        format = choice_param(request, "format", list(EXPORTS), "json")
+        version = choice_param(request, "version", list(EXPORT_VERSIONS), "2")
         content_type, extension = EXPORTS[format]
         chunks = _export_chunks(conversation, format, EXPORT_VERSIONS[version])
         streamed = _in_batches(chunks) if isinstance(request._request, ASGIRequest) else chunks
