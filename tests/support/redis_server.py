@@ -17,11 +17,14 @@ def redis_start() -> tuple[str, Callable[[], None]]:
 
     from config.celery import app
     from config.channel_layers import channel_layers_config
+    from tests.support.web_server import free_port
 
     url = redis_database_per_test_process(os.environ.get("REDIS_URL", ""))
     stop: Callable[[], None] = lambda: None  # noqa: E731
     if not url:
-        server = ValkeyServer(config={"save": "", "appendonly": "no"})
+        # A port the kernel hands out: Valkey's own search walks up from one fixed port, so
+        # two test processes starting together would pick the same one.
+        server = ValkeyServer(port=free_port(), config={"save": "", "appendonly": "no"})
         server.start()
         url, stop = f"{server.connection_url}/0", server.stop
     os.environ["REDIS_URL"] = url
