@@ -18,7 +18,6 @@ proxies append, never from its left end, which the client writes.
 import hashlib
 import ipaddress
 import time
-import unicodedata
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -26,6 +25,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
+
+from accounts.usernames import username_case_fold
 
 PREFIX = "parley:login"
 # Marks a request whose password check took a place in the counters.
@@ -59,9 +60,10 @@ def _address_block(address: str) -> str:
 
 
 def _account(username: str) -> str:
-    # As Django compares usernames (NFKC), and whatever their case or surrounding spaces;
+    # As log-in matches names (any case of one's own, accounts.usernames), whatever the
+    # surrounding spaces, so every spelling that reaches an account shares its count;
     # hashed so any text makes a valid cache key.
-    normal = unicodedata.normalize("NFKC", username).strip().casefold()
+    normal = username_case_fold(username=username).strip()
     return hashlib.sha256(normal.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

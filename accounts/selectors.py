@@ -28,8 +28,10 @@ def api_key_for_authorization(*, header: str) -> ApiKey | None:
 
 
 def api_key_list(*, owner: User) -> list[ApiKey]:
-    """The user's keys, newest first, revoked ones included (they show when and which)."""
-    return list(ApiKey.objects.filter(owner=owner).order_by("-created_at"))
+    """The user's keys, newest first, revoked ones included (they show when and which),
+    each with the key that created it."""
+    keys = ApiKey.objects.filter(owner=owner).select_related("created_by_key")
+    return list(keys.order_by("-created_at"))
 
 
 def api_key_get(*, owner: User, key_id: object) -> ApiKey:

@@ -1,4 +1,5 @@
-"""Writes for accounts: API key issue, use and revocation; idempotency keys."""
+"""Writes for accounts: API key issue (with scopes), use and revocation (with the keys
+each key created); idempotency keys."""
 
 import hashlib
 import secrets
@@ -12,6 +13,15 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiKey, IdempotencyRecord, User
+from accounts.scopes import (
+    CHAT,
+    KEYS,
+    READ,
+    scope_require,
+    scopes_grantable,
+    scopes_held,
+    scopes_normalize,
+)
 from accounts.sockets import user_sockets_recheck
 from accounts.text import unstorable_reason
 
@@ -19,14 +29,38 @@ KEY_PREFIX = "prl"
 # Recording every request's use would turn each API read into a write; a minute is
 # precise enough to tell a live key from a forgotten one.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# A new key's scopes when none are named: it works with conversations, and cannot make
+# more keys unless asked to.
+DEFAULT_SCOPES = frozenset({CHAT, READ})
 
 
 def api_key_hash(*, secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def api_key_create(*, owner: User, name: str) -> tuple[ApiKey, str]:
-    """Create a key and return it with its full secret, which is never stored."""
+class ApiKeyRevoked(Exception):
+    """The key a request came with was revoked while the request was being handled."""
+
+
+class ScopesInvalid(ValueError):
+    """The scopes asked for a new key: unknown names, or none."""
+
+
+def api_key_create(
+    *,
+    owner: User,
+    name: str,
+    scopes: Iterable[str] | None = None,
+    created_by: ApiKey | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its full secret, which is never stored.
+
+    `created_by` is the key the request came with (None for a session or a password): it
+    needs the `keys` scope, grants only scopes it holds, and revoking it later revokes the
+    new key too. Without `scopes` the key gets `chat` and `read`, as far as the creator
+    holds them. ValueError for a bad name (ScopesInvalid for bad scopes); ScopeMissing
+    for a creator that may not; ApiKeyRevoked for one revoked meanwhile.
+    """
     name = name.strip()
     if not name:
         raise ValueError("An API key needs a name.")
@@ -34,18 +68,52 @@ def api_key_create(*, owner: User, name: str) -> tuple[ApiKey, str]:
         raise ValueError("An API key name is at most 100 characters.")
     if reason := unstorable_reason(name):
         raise ValueError(f"An API key name {reason}.")
+    held = scopes_held(api_key=created_by)
+    scope_require(held=held, required=KEYS)
+    if scopes is None:
+        scopes = DEFAULT_SCOPES & held
+        if not scopes:
+            raise ScopesInvalid("Name the new key's scopes: this key holds no default one.")
+    try:
+        granted = scopes_normalize(scopes=scopes)
+    except ValueError as exc:
+        raise ScopesInvalid(str(exc)) from None
+    scopes_grantable(held=held, wanted=granted)
     prefix = secrets.token_hex(4)
     secret = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
-    key = ApiKey.objects.create(
-        owner=owner, name=name, prefix=prefix, hashed_secret=api_key_hash(secret=secret)
-    )
+    with transaction.atomic():
+        if created_by is not None and not _key_still_active(created_by):
+            # Revoked meanwhile: the revocation's cascade could miss a key made now.
+            raise ApiKeyRevoked
+        key = ApiKey.objects.create(
+            owner=owner,
+            name=name,
+            prefix=prefix,
+            hashed_secret=api_key_hash(secret=secret),
+            scopes=granted,
+            created_by_key=created_by,
+        )
     return key, secret
 
 
-def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
-    if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
-        api_key.save(update_fields=["revoked_at"])
+def _key_still_active(api_key: ApiKey) -> bool:
+    """Whether the key is unrevoked, its row locked until the transaction ends, so that a
+    revocation waits for the key it is making and then revokes that one too."""
+    locked = ApiKey.objects.select_for_update().filter(pk=api_key.pk, revoked_at__isnull=True)
+    return locked.exists()
+
+
+def api_key_revoke(*, api_key: ApiKey, revoked_by: ApiKey | None = None) -> ApiKey:
+    """Revoke the key and every key it created, theirs too (api_keys_revoke).
+
+    `revoked_by` is the key the request came with (None for a session or a password): it
+    needs the `keys` scope and every scope of the key it revokes (ScopeMissing)."""
+    if revoked_by is not None:
+        held = scopes_held(api_key=revoked_by)
+        scope_require(held=held, required=KEYS)
+        scopes_grantable(held=held, wanted=api_key.scopes)
+    api_keys_revoke(queryset=ApiKey.objects.filter(pk=api_key.pk))
+    api_key.refresh_from_db(fields=["revoked_at"])
     return api_key
 
 
@@ -57,13 +125,29 @@ def api_key_mark_used(*, api_key: ApiKey) -> None:
 
 
 def api_keys_revoke(*, queryset: QuerySet[ApiKey]) -> int:
-    """Revoke every still-active key of the selection in one UPDATE; returns how many.
-    Sockets the keys opened close (an UPDATE sends no save signal, so this asks them)."""
-    active = queryset.filter(revoked_at__isnull=True)
-    owners = set(active.values_list("owner_id", flat=True))
-    revoked = active.update(revoked_at=timezone.now())
-    for owner_id in owners:
-        user_sockets_recheck(user_id=owner_id)
+    """Revoke every still-active key of the selection and, level by level, every key they
+    created, in one transaction; returns how many were revoked. Sockets and streams the
+    keys opened close (an UPDATE sends no save signal, so this asks them)."""
+    now = timezone.now()
+    revoked = 0
+    owners: set[int] = set()
+    with transaction.atomic():
+        level = set(queryset.values_list("pk", flat=True))
+        seen = set(level)
+        while level:
+            # Updated before their children are read: a key being used to create one holds
+            # its row (api_key_create), so its new key is committed and found below.
+            active = ApiKey.objects.filter(pk__in=level, revoked_at__isnull=True)
+            owners |= set(active.values_list("owner_id", flat=True))
+            revoked += active.update(revoked_at=now)
+            level = set(
+                ApiKey.objects.filter(created_by_key__in=level)
+                .exclude(pk__in=seen)
+                .values_list("pk", flat=True)
+            )
+            seen |= level
+        for owner_id in owners:
+            user_sockets_recheck(user_id=owner_id)
     return revoked
 
 

@@ -29,6 +29,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from accounts import socket_checks, sql
+from accounts.models import ALL_SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ def user_sockets_group(user_id: int) -> str:
 def user_sockets_recheck(*, user_id: int, ended_session: str = "") -> None:
     """After commit, ask the user's open sockets to check their credentials again;
     `ended_session` names a session that is ending now (a log-out), closed at once."""
-    message = {"type": RECHECK, "ended_session": ended_session}
+    # The user named too, for the HTTP streams' listener in all its users' groups.
+    message = {"type": RECHECK, "ended_session": ended_session, "user_id": user_id}
 
     def send() -> None:
         layer = get_channel_layer()
@@ -68,11 +70,13 @@ def user_sockets_recheck(*, user_id: int, ended_session: str = "") -> None:
 
 @dataclass(frozen=True)
 class SocketCredential:
-    """What opened a socket: an API key, or a session (accounts.websocket)."""
+    """What opened a socket: an API key, or a session (accounts.websocket), and what it
+    may do (accounts.scopes: a key's scopes are fixed, a session holds them all)."""
 
     user_id: int
     api_key_id: UUID | None = None
     session_key: str | None = None
+    scopes: frozenset[str] = ALL_SCOPES
 
 
 def socket_credential_valid(*, credential: SocketCredential) -> bool:

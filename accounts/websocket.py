@@ -17,6 +17,8 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
+from accounts.models import ALL_SCOPES
+from accounts.scopes import scopes_held
 from accounts.selectors import api_key_for_authorization
 from accounts.sockets import SocketCredential
 from config.async_db import db_call
@@ -61,21 +63,27 @@ def _no_response(request: HttpRequest) -> HttpResponse:
 def scope_credential(scope: Scope) -> SocketCredential:
     """The credential the middleware below authenticated a socket with."""
     session = scope.get("session") if scope.get("auth") == "session" else None
+    by_key = scope.get("auth") == "api_key"
     return SocketCredential(
         user_id=scope["user"].pk,
-        api_key_id=scope.get("api_key_id") if scope.get("auth") == "api_key" else None,
+        api_key_id=scope.get("api_key_id") if by_key else None,
         session_key=getattr(session, "session_key", None),
+        scopes=scope.get("api_key_scopes", frozenset()) if by_key else ALL_SCOPES,
     )
 
 
 @db_call
 def _key_auth(header: str) -> dict[str, Any]:
     """The scope entries of a key socket: its user, and the key, so that the socket can
-    follow the key's revocation."""
+    follow the key's revocation and knows what the key may do."""
     api_key = api_key_for_authorization(header=header)
     if api_key is None:
-        return {"user": AnonymousUser(), "api_key_id": None}
-    return {"user": api_key.owner, "api_key_id": api_key.pk}
+        return {"user": AnonymousUser(), "api_key_id": None, "api_key_scopes": frozenset()}
+    return {
+        "user": api_key.owner,
+        "api_key_id": api_key.pk,
+        "api_key_scopes": scopes_held(api_key=api_key),
+    }
 
 
 class WebsocketAuthMiddleware:

@@ -112,6 +112,12 @@ def seed(owner: User, messages: int, count: int, rng: Random) -> list[str]:
     return [str(conversation.pk) for conversation in conversations]
 
 
+def keys_delete(pattern: str) -> None:
+    client = eventlog.redis_client()
+    for key in client.scan_iter(match=pattern):
+        client.delete(key)
+
+
 def sizes_seed(
     stack: Stack, sizes: list[int], calls: int, cleanup: contextlib.ExitStack
 ) -> list[Size]:
@@ -125,9 +131,10 @@ def sizes_seed(
             owner = User.objects.create_user(username=f"bench-{secrets.token_hex(6)}")
             cleanup.callback(owner_delete, owner)
             key = api_key_create(owner=owner, name="bench")[1]
-        # The API's throttle counters (Django's cache keys: prefix, version, key).
-        throttles = [f"{prefix}:1:throttle_{scope}_{owner.pk}" for scope in ("user", "model")]
-        cleanup.callback(eventlog.redis_client().delete, *throttles)
+        # The request budgets' counters, one per bucket (Django's cache keys: prefix,
+        # version, key; conversations/limits.py).
+        for scope in ("user", "model"):
+            cleanup.callback(keys_delete, f"{prefix}:1:throttle_{scope}_{owner.pk}_*")
         count = WARM_UP + calls if messages < FRESH_BELOW else 1
         seeded.append(Size(messages, key, seed(owner, messages, count, rng)))
     analyze(Conversation, Message, Run)

@@ -6,7 +6,8 @@ so every API request opened a new Redis connection for its throttle counters (re
 reads package metadata from disk for each one, and the server keeps the socket until the
 object is collected), and each command built a new client: together about a fifth of
 the CPU an API request cost. Pools and clients are thread-safe, so the process shares
-them here; everything else is Django's backend unchanged.
+them here; everything else is Django's backend unchanged, with one addition:
+`incr_expiring`, the request budgets' counter in one round trip.
 """
 
 import threading
@@ -43,3 +44,15 @@ class SharedRedisCache(RedisCache):
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = SharedRedisCacheClient
+
+    def incr_expiring(self, key: str, *, timeout: int) -> int:
+        """One more on the counter at `key`, made if missing, which expires `timeout`
+        seconds after its last count: one round trip, where `incr` first asks whether the
+        key exists and a missing key takes an `add` as well (conversations/limits.py)."""
+        key = self.make_and_validate_key(key)
+        django: Any = self  # the base class's attributes, which the stubs do not declare
+        pipe = django._cache.get_client(key, write=True).pipeline(transaction=False)
+        pipe.incr(key)
+        pipe.expire(key, timeout)
+        value, _ = pipe.execute()
+        return int(value)

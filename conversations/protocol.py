@@ -263,6 +263,8 @@ class ErrorFrame(_Shape):
     run_id: Id | None = None
     after: int | None = None
     retry_after: int | None = None
+    # `insufficient_scope`: the scope the frame needs.
+    required_scope: str | None = None
 
     @field_validator("code")
     @classmethod

@@ -60,6 +60,12 @@ def runs_watchdog() -> dict[str, int]:
 
 @shared_task(name="conversations.tasks.conversations_purge")
 def conversations_purge() -> dict[str, int]:
-    """Retention (PARLEY_RETENTION_DAYS); a no-op while it is 0."""
+    """Retention (PARLEY_RETENTION_DAYS; a no-op while it is 0), and the conversations of
+    imports that never finished."""
     result = services.conversations_purge()
-    return {"conversations": result.conversations, "messages": result.messages}
+    abandoned = services.imports_abandoned_delete()
+    return {
+        "conversations": result.conversations,
+        "messages": result.messages,
+        "abandoned_imports": abandoned,
+    }

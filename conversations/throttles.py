@@ -1,44 +1,32 @@
-"""Per-user request budgets, shared by both API doors (/api/v1/ and /openai/v1/), so a
-user's requests spend one budget whichever door they use. Rates are read from settings on
-each request (DRF reads them once at import), so deployments and tests can change them
-without a restart."""
+"""The request budgets (conversations/limits.py) as DRF's throttle, the default of every
+view on both API doors (/api/v1/ and /openai/v1/): every request spends the user's
+budget, and a request whose method handler is declared `@model_work` spends the model's
+too."""
 
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
+
+from conversations import limits
+from conversations.errors import Throttled
 
 if TYPE_CHECKING:  # importing these at run time would be circular (DRF loads this module)
     from rest_framework.request import Request
 
 
-class _UserRateThrottle(SimpleRateThrottle):
-    setting = ""
+class RequestBudgets(BaseThrottle):
+    refused: Throttled | None = None
 
-    def __init__(self) -> None:
-        # Deliberately not super().__init__(): that reads the rate from DRF's frozen table.
-        self.rate = self.get_rate()
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-
-    def get_rate(self) -> str:
-        rate: str = getattr(settings, self.setting)
-        return rate
-
-    def get_cache_key(self, request: "Request", view: Any) -> str | None:
+    def allow_request(self, request: "Request", view: Any) -> bool:
         user = request.user
         ident = user.pk if user and user.is_authenticated else self.get_ident(request)
-        return self.cache_format % {"scope": self.scope, "ident": ident}
+        handler = getattr(view, (request.method or "").lower(), None)
+        try:
+            limits.budgets_take(ident=ident, model_work=limits.makes_model_work(handler))
+        except Throttled as refused:
+            self.refused = refused
+            return False
+        return True
 
-
-class UserThrottle(_UserRateThrottle):
-    """Every API request."""
-
-    scope = "user"
-    setting = "PARLEY_API_THROTTLE_RATE"
-
-
-class ModelThrottle(_UserRateThrottle):
-    """Requests that make the model work: new messages, chat, stateless chat."""
-
-    scope = "model"
-    setting = "PARLEY_API_MODEL_THROTTLE_RATE"
+    def wait(self) -> float | None:
+        return self.refused.wait if self.refused is not None else None

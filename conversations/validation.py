@@ -4,6 +4,8 @@ from typing import Any
 
 from django.conf import settings
 
+from accounts.text import storable_json as storable_json
+from accounts.text import storable_text as storable_text
 from accounts.text import unencodable as _unencodable
 from accounts.text import unstorable_reason
 from conversations.errors import Problem
@@ -25,29 +27,6 @@ def text_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
         return [Problem(path, f"is {len(value)} characters long; the limit is {max_chars}")]
     reason = unstorable_reason(value)
     return [Problem(path, reason)] if reason else []
-
-
-def storable_text(text: str) -> str:
-    """Text from a model or a tool, which cannot be refused, made storable: a valid
-    surrogate pair becomes its character, a lone surrogate and a NUL become U+FFFD."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text
-
-
-def storable_json(value: Any) -> Any:
-    """storable_text for every string of a JSON value, keys included."""
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, dict):
-        return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [storable_json(item) for item in value]
-    return value
 
 
 def title_problems(value: Any, *, path: str = "$.title") -> list[Problem]:

@@ -33,6 +33,19 @@ def conversation(owner) -> Conversation:
 
 
 @pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """With REDIS_URL set, the cache (request budgets, log-in counters) lives in this test
+    process's own database too, as the rest does (tests/support/redis_server.py): user ids
+    repeat between processes, and one process's `cache.clear()` must not reset another's."""
+    from django.conf import settings
+
+    from tests.support.redis_server import redis_database_per_test_process
+
+    cache_config = settings.CACHES["default"]
+    if cache_config["BACKEND"].endswith("SharedRedisCache"):
+        cache_config["LOCATION"] = redis_database_per_test_process(cache_config["LOCATION"])
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test needs a node id of its own: the parallel run hands tests out by id and
     would run only one of two that share it, silently."""

@@ -17,7 +17,8 @@ from accounts.login_guard import (
     login_attempt_refund,
     login_lock_remaining,
 )
-from accounts.models import User
+from accounts.models import Scope, User
+from accounts.services import DEFAULT_SCOPES
 
 
 class LockAwareLoginMixin:
@@ -96,4 +97,11 @@ class ApiKeyForm(forms.Form):
     name = forms.CharField(
         max_length=100,
         help_text="Something to recognise the key by, e.g. the program that uses it.",
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        initial=sorted(DEFAULT_SCOPES),
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one scope."},
+        help_text="What programs using the key may do. Give only what they need.",
     )

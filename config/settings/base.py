@@ -231,10 +231,10 @@ REST_FRAMEWORK = {
         "accounts.authentication.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.ScopedPermission"],
     "DEFAULT_RENDERER_CLASSES": ["conversations.api.renderers.StorableJSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["conversations.api.parsers.StrictJSONParser"],
-    "DEFAULT_THROTTLE_CLASSES": ["conversations.api.throttles.UserThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["conversations.throttles.RequestBudgets"],
     # Anonymous throttles read the client's address as the log-in limits do.
     "NUM_PROXIES": PARLEY_TRUSTED_PROXY_COUNT,
     "EXCEPTION_HANDLER": "conversations.api.errors.exception_handler",
@@ -268,9 +268,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- REST API limits ----------------------------------------------------------------------
-# Requests per user and minute (DRF rate syntax: "<n>/<second|minute|hour|day>").
+# Requests and socket frames per user, every door's ("<n>/<second|minute|hour|day>").
 PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
-# Requests that make the model work (messages, chat, stateless chat) have their own budget.
+# Requests and frames that make the model work have their own budget besides.
 PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
 # Stateless chat: how long a state stays usable, and how much history it may carry.
 PARLEY_STATELESS_STATE_MAX_AGE_SECONDS = env_int(

@@ -116,13 +116,34 @@ class ApiKeyAdmin(TextGuardMixin, admin.ModelAdmin):
     """Keys are created by their owners (the secret is shown to them once); staff can
     only see and revoke them."""
 
-    list_display = ["name", "prefix", "owner", "created_at", "last_used_at", "revoked_at"]
+    list_display = [
+        "name",
+        "prefix",
+        "owner",
+        "scopes_shown",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["owner"]
     search_fields = ["name", "=prefix", "owner__username"]
-    fields = ("name", "prefix", "owner", "created_at", "last_used_at", "revoked_at")
+    fields = (
+        "name",
+        "prefix",
+        "owner",
+        "scopes_shown",
+        "created_by_key",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     readonly_fields = fields
     actions = [revoke_keys]
+
+    @admin.display(description="scopes")
+    def scopes_shown(self, obj: ApiKey) -> str:
+        return ", ".join(obj.scopes) or "none"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

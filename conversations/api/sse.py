@@ -4,12 +4,13 @@ An async view: while it waits for the next event it holds no worker thread and n
 database connection (eventlog.run_follow). `id:` is the event's sequence number, so a
 browser's EventSource resumes by itself with Last-Event-ID; the response ends after the
 run's terminal event. A silence sends a `: keep-alive` comment, and the stream checks then
-that its credential still holds and the run is still there; a Redis restart is ridden
-out. A stream that cannot go on (Redis away too long, the credential ended) just ends:
-EventSource reconnects with Last-Event-ID, and resumes or is refused. A position at or
-past the terminal event is a 204, which stops an EventSource reconnecting. A finished run
-whose log has expired is a 410: waiting on it would send keep-alives forever, and a 410
-also stops EventSource reconnecting.
+that its credential still holds and the run is still there; it also checks at once when
+its credential may have ended (revoked, logged out, expired: engine.run_follow_as). A
+Redis restart is ridden out. A stream that cannot go on (Redis away too long, the
+credential ended) just ends: EventSource reconnects with Last-Event-ID, and resumes or is
+refused. A position at or past the terminal event is a 204, which stops an EventSource
+reconnecting. A finished run whose log has expired is a 410: waiting on it would send
+keep-alives forever, and a 410 also stops EventSource reconnecting.
 """
 
 import contextlib
@@ -18,17 +19,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.scopes import READ, ScopeMissing, scope_require, scopes_held
 from accounts.selectors import api_key_for_authorization
 from accounts.sockets import SocketCredential
 from config.async_db import db_call
-from conversations import selectors
+from conversations import limits, selectors
 from conversations.api.errors import error_json, method_not_allowed
-from conversations.engine import eventlog
+from conversations.engine import eventlog, run_follow_as
 from conversations.errors import (
     EVENTS_EXPIRED,
     NOT_AUTHENTICATED,
@@ -36,6 +37,7 @@ from conversations.errors import (
     ParleyError,
     Problem,
     ValidationFailed,
+    scope_refusal,
 )
 from conversations.models import Run
 
@@ -48,7 +50,10 @@ async def _caller(request: HttpRequest) -> tuple[Any, SocketCredential] | None:
         api_key = await db_call(api_key_for_authorization)(header=header)
         if api_key is None:
             return None
-        return api_key.owner, SocketCredential(user_id=api_key.owner_id, api_key_id=api_key.pk)
+        scopes = scopes_held(api_key=api_key)
+        return api_key.owner, SocketCredential(
+            user_id=api_key.owner_id, api_key_id=api_key.pk, scopes=scopes
+        )
     user = await request.auser()
     if not user.is_authenticated:
         return None
@@ -82,16 +87,7 @@ async def _stream(
 ) -> AsyncIterator[str]:
     # Browsers reconnect after this many milliseconds if the connection drops.
     yield "retry: 2000\n\n"
-
-    async def still_allowed() -> bool:
-        return await db_call(selectors.run_followable)(run_id=run_id, credential=credential)
-
-    follower = eventlog.run_follow(
-        run_id,
-        after=after,
-        keepalive=settings.PARLEY_STREAM_KEEPALIVE_SECONDS,
-        still_allowed=still_allowed,
-    )
+    follower = run_follow_as(run_id, credential=credential, after=after)
     async with contextlib.aclosing(follower) as items:
         async for item in items:
             if isinstance(item, dict):
@@ -114,6 +110,15 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     if caller is None:
         return error_json(ParleyError(NOT_AUTHENTICATED))
     user, credential = caller
+    try:
+        # A request of the API like any other: it spends the user's request budget.
+        await limits.abudgets_take(ident=user.pk)
+    except ParleyError as refused:
+        return error_json(refused)
+    try:
+        scope_require(held=credential.scopes, required=READ)
+    except ScopeMissing as exc:
+        return error_json(scope_refusal(exc))
     try:
         run = await db_call(selectors.run_get_for_user)(user=user, run_id=run_id)
     except Run.DoesNotExist:
@@ -144,3 +149,8 @@ async def run_events(request: HttpRequest, run_id: UUID) -> HttpResponseBase:
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+# A plain view, outside DRF's permission: it checks its scope itself, and names it here
+# for the test that every endpoint has one.
+run_events.required_scope = READ  # type: ignore[attr-defined]

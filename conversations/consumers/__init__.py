@@ -10,8 +10,9 @@ open). Runs are followed with eventlog.run_follow: a Redis hiccup is retried fro
 event sent, so the reply carries on without a gap, and a lasting one ends in a
 `stream_unavailable` error frame naming where to resume. A socket follows the credential
 that opened it: when the key is revoked, the user deactivated or the session ended, it
-closes with 4401 (accounts.sockets). Business rules live in services and selectors; this
-class only translates.
+closes with 4401 (accounts.sockets). A key without the `read` scope is told
+`insufficient_scope` and closed with 4403; each frame needs its own scope (frames.py).
+Business rules live in services and selectors; this class only translates.
 """
 
 import asyncio
@@ -39,6 +40,7 @@ from conversations.consumers.frames import (
     CredentialEnded,
     Frame,
     FrameHandlers,
+    connect_refusal,
     error_frame,
 )
 from conversations.engine import eventlog
@@ -59,6 +61,7 @@ from conversations.models import Conversation, Run
 log = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
@@ -79,6 +82,11 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        refusal = connect_refusal(scope_credential(self.scope))
+        if refusal is not None:  # a key without `read`: told why, before any lookup
+            await self._send_error(refusal)
+            await self.close(code=CLOSE_FORBIDDEN)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         self.conversation = await _conversation_get(user, conversation_id)
@@ -138,6 +146,7 @@ class ConversationConsumer(FrameHandlers, AsyncJsonWebsocketConsumer):
                 raise ValidationFailed(
                     [Problem("$.type", f"unknown frame type; use one of: {known}")]
                 )
+            handler = self._limited(handler)  # the request budgets, as on the API's doors
             # A notice of revocation may be lost: every frame checks the credential
             # itself first (those in SELF_CHECKED in their own database call).
             if frame["type"] not in SELF_CHECKED:

@@ -1,29 +1,38 @@
 """What the conversation websocket does with each client frame.
 
 A mixin of ConversationConsumer (conversations/consumers/__init__.py), which parses a
-frame, checks the socket's credential and calls the handler named by its `type`. A
-handler checks the frame's fields, calls the engine or a service, and answers the way
-every frame that starts a run does: it follows the run, so the run's events (from
-`run.created` on) stream on this socket; the other sockets of the conversation hear the
-notifications (`conversation.run_started`, `conversation.branch_created`,
-`conversation.updated`, ...). A refusal raises an error of the vocabulary
-(conversations.errors), which the consumer sends as an `error` frame with the code every
-door uses for it; the socket stays open. An id that is not this conversation's (another
-user's, another conversation's, unknown or malformed) is `not_found`, never a hint that
-it exists elsewhere.
+frame, checks the socket's credential and calls the handler named by its `type`, behind
+the request budgets every door spends (`_limited`; handlers that make the model work are
+declared `@limits.model_work`). A handler checks the frame's fields, calls the engine or
+a service, and answers the way every frame that starts a run does: it follows the run,
+so the run's events (from `run.created` on) stream on this socket; the other sockets of
+the conversation hear the notifications (`conversation.run_started`,
+`conversation.branch_created`, `conversation.updated`, ...). A refusal raises an error of
+the vocabulary (conversations.errors), which the consumer sends as an `error` frame with
+the code every door uses for it; the socket stays open. An id that is not this
+conversation's (another user's, another conversation's, unknown or malformed) is
+`not_found`, never a hint that it exists elsewhere.
 """
 
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from accounts.scopes import CHAT, READ, ScopeMissing, scope_require
 from accounts.sockets import SocketCredential, socket_credential_valid
 from config.async_db import db_call
-from conversations import notifications, selectors, services
+from conversations import limits, notifications, selectors, services
 from conversations.engine import message_edit, reply_regenerate, run_cancel, run_start
-from conversations.errors import NO_ACTIVE_RUN, ParleyError, Problem, ValidationFailed
+from conversations.errors import (
+    NO_ACTIVE_RUN,
+    ParleyError,
+    Problem,
+    ValidationFailed,
+    scope_refusal,
+)
 from conversations.models import Conversation, Run
 
 Frame = dict[str, Any]
+Handler = Callable[[Any, Frame], Awaitable[None]]
 
 
 class CredentialEnded(Exception):
@@ -44,6 +53,32 @@ def error_frame(error: ParleyError) -> dict[str, Any]:
     `run_id` and `after`, where the client resumes)."""
     extra = {k: v for k, v in error.details.items() if k not in ("type", "code", "message")}
     return {"type": "error", "code": error.code, "message": error.message, **extra}
+
+
+# Opening a socket shows the conversation's state and follows its running reply: a read.
+CONNECT_SCOPE = READ
+
+
+def connect_refusal(credential: SocketCredential) -> ParleyError | None:
+    """Why a socket with this credential may not open (`insufficient_scope`), or None."""
+    try:
+        scope_require(held=credential.scopes, required=CONNECT_SCOPE)
+    except ScopeMissing as exc:
+        return scope_refusal(exc)
+    return None
+
+
+def needs(scope: str) -> Callable[[Handler], Handler]:
+    """Declares that a frame handler needs `scope` of the socket's credential
+    (accounts.scopes); `_limited` refuses the frame with `insufficient_scope` before it
+    spends any budget or does anything, the socket staying open. Frames that write or
+    make the model work need `chat`; reading ones `read`."""
+
+    def decorate(handler: Handler) -> Handler:
+        handler.required_scope = scope  # type: ignore[attr-defined]
+        return handler
+
+    return decorate
 
 
 def _text(frame: Frame, name: str, *, required: bool = True) -> str:
@@ -82,11 +117,35 @@ class FrameHandlers:
             "ping": self._ping,
         }
 
+    def _limited(
+        self, handler: Callable[[Frame], Awaitable[None]]
+    ) -> Callable[[Frame], Awaitable[None]]:
+        """`handler` behind its scope and the request budgets (conversations.limits), the
+        ones the API's doors spend: every frame of a known type spends the user's, `ping`
+        included (it reads the database); one that makes the model work spends the
+        model's as well. A refused frame does nothing: the `throttled` error frame, with
+        `retry_after`."""
+
+        async def limited(frame: Frame) -> None:
+            if self.credential is None:
+                raise CredentialEnded
+            # Refused for its scope first, as the API checks permissions before throttles:
+            # a frame the key may not send spends nothing.
+            required: str = handler.required_scope  # type: ignore[attr-defined]
+            scope_require(held=self.credential.scopes, required=required)
+            work = limits.makes_model_work(handler)
+            await limits.abudgets_take(ident=self.credential.user_id, model_work=work)
+            await handler(frame)
+
+        return limited
+
     def _follow_started(self, run: Run) -> None:
         # A repeat (same client_id) may name the run this socket already follows.
         if self.following != str(run.pk):
             self._follow(str(run.pk), after=None)
 
+    @limits.model_work
+    @needs(CHAT)
     async def _message_create(self, frame: Frame) -> None:
         content = _text(frame, "content")
         client_id = _text(frame, "client_id", required=False)
@@ -94,6 +153,8 @@ class FrameHandlers:
         _, run = await _run_start(self.credential, self.conversation, content, client_id)
         self._follow_started(run)
 
+    @limits.model_work
+    @needs(CHAT)
     async def _message_regenerate(self, frame: Frame) -> None:
         message_id = _text(frame, "message_id")
         client_id = _text(frame, "client_id", required=False)
@@ -101,6 +162,8 @@ class FrameHandlers:
         run = await _reply_regenerate(self.credential, self.conversation, message_id, client_id)
         self._follow_started(run)
 
+    @limits.model_work
+    @needs(CHAT)
     async def _message_edit(self, frame: Frame) -> None:
         message_id = _text(frame, "message_id")
         content = _text(frame, "content")
@@ -111,6 +174,7 @@ class FrameHandlers:
         )
         self._follow_started(run)
 
+    @needs(CHAT)
     async def _branch_switch(self, frame: Frame) -> None:
         branch_id = _text(frame, "branch_id")
         assert self.conversation is not None
@@ -126,11 +190,13 @@ class FrameHandlers:
                 }
             )
 
+    @needs(CHAT)
     async def _run_cancel(self, frame: Frame) -> None:
         assert self.conversation is not None
         if not await _run_cancel_active(self.conversation):
             raise ParleyError(NO_ACTIVE_RUN)
 
+    @needs(READ)
     async def _subscribe(self, frame: Frame) -> None:
         run_id = _text(frame, "run_id")
         after = frame.get("after")
@@ -140,11 +206,13 @@ class FrameHandlers:
             raise ValidationFailed([Problem("$.after", "must be a sequence number (-1 or more)")])
         await self._follow_stored(run_id, after=after)
 
+    @needs(CHAT)
     async def _draft_update(self, frame: Frame) -> None:
         draft = _text(frame, "draft")
         assert self.conversation is not None
         await _draft_update(self.conversation, draft)
 
+    @needs(READ)
     async def _ping(self, frame: Frame) -> None:
         await self.send_json({"type": "pong"})
 

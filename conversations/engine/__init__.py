@@ -16,9 +16,12 @@ other modules here are the engine's insides (an import-linter contract keeps the
   instructions, client tools and settings), and those that store nothing
 - llm/: the providers (OpenAI-compatible, the offline demo) and stream parsing
 - eventlog/: each run's append-only event log on a Redis Stream
+- following.py: a run followed for as long as the caller's credential allows (the HTTP
+  streams)
 """
 
 from conversations.engine.branching import message_edit, reply_regenerate
+from conversations.engine.following import run_follow_as, run_follow_as_sync
 from conversations.engine.inflight import replies_drain
 from conversations.engine.llm import provider_get, provider_is_demo
 from conversations.engine.llm.base import GenerationSettings, ProviderError
@@ -48,6 +51,8 @@ __all__ = [
     "response_unstored",
     "run_cancel",
     "run_finish",
+    "run_follow_as",
+    "run_follow_as_sync",
     "run_start",
     "run_step",
     "runs_watchdog",

@@ -26,6 +26,7 @@ from conversations.engine.runs import run_begin
 from conversations.engine.unstored import UnstoredRun, unstored_run, unstored_run_go
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.services import NewMessage
+from conversations.services.common import raise_if
 from conversations.tools import tool_default_names
 
 
@@ -120,8 +121,12 @@ def response_unstored(
     """Run a response that keeps nothing: an unsaved run (its fields as a stored one's)
     and the events of its run. The history is the named conversation's or previous
     response's path (read, never written) followed by the input; the tools and settings
-    are that conversation's (the server's defaults without one)."""
+    are that conversation's (the server's defaults without one). Its tool results must
+    answer calls of that path or of the input before them, as a stored response's do
+    (ValidationFailed)."""
     source = previous.conversation if previous is not None else conversation
+    path = _read_path(conversation=conversation, previous=previous)
+    raise_if(services.message_batch_pairing_problems(branch=path, messages=ask.messages))
     run, scratch = unstored_run(
         owner=user,
         model=ask.model or settings.PARLEY_MODEL,
@@ -138,34 +143,35 @@ def response_unstored(
         head=[context.system_message(source.system_prompt)]
         if source is not None and source.system_prompt
         else [],
-        before=[*_history(conversation=conversation, previous=previous), *ask.messages],
+        before=[*_history(source, path), *ask.messages],
     )
     unstored_run_go(sink, provider=provider_get(), label=f"response {run.id}")
     return run, sink.events
 
 
-def _history(
-    *, conversation: Conversation | None, previous: Run | None
-) -> list[context.StoredMessage]:
-    """The stored path a response kept nowhere reads: up to the previous response's last
-    message, or the conversation's active path."""
+def _read_path(*, conversation: Conversation | None, previous: Run | None) -> Branch | None:
+    """The stored path a response kept nowhere reads: the previous response's branch up to
+    its last message, or the conversation's active branch (None: no stored path)."""
     if previous is not None:
         branch = selectors.branch_get(
             conversation=previous.conversation, branch_id=previous.branch_id
         )
         last = Message.objects.filter(run=previous).order_by("-seq").first()
         branch.message_count = last.seq if last is not None else branch.message_count
-        return list(
-            selectors.history_tail(
-                conversation=previous.conversation,
-                max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
-                branch=branch,
-            )
-        )
+        return branch
     if conversation is not None:
-        return list(
-            selectors.history_tail(
-                conversation=conversation, max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES
-            )
+        return selectors.branch_active(conversation=conversation)
+    return None
+
+
+def _history(conversation: Conversation | None, path: Branch | None) -> list[context.StoredMessage]:
+    """The tail of the stored path as the model reads it."""
+    if conversation is None or path is None:
+        return []
+    return list(
+        selectors.history_tail(
+            conversation=conversation,
+            max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
+            branch=path,
         )
-    return []
+    )

@@ -48,6 +48,7 @@ from conversations.engine.unstored import (
 from conversations.errors import Problem, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Run
+from conversations.tool_pairing import OpenCalls
 from conversations.tools import tool_default_names
 
 log = logging.getLogger(__name__)
@@ -200,10 +201,11 @@ def state_decode(state: str, *, provider: str, user_id: int) -> State:
 
 
 def _valid_history(messages: Any) -> bool:
-    """Well-formed messages in which every tool result answers an earlier call."""
+    """Well-formed messages that keep the tool-call rule of every stored path
+    (tool_pairing.py): each tool result answers an earlier call not yet answered."""
     if not isinstance(messages, list):
         return False
-    calls: set[str] = set()
+    calls = OpenCalls()
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             return False
@@ -217,8 +219,15 @@ def _valid_history(messages: Any) -> bool:
                 isinstance(call.get(key), str) for key in ("id", "name", "arguments")
             ):
                 return False
-            calls.add(call["id"])
-        if message["role"] == "tool" and message.get("tool_call_id") not in calls:
+        answered = message.get("tool_call_id")
+        if answered is not None and not isinstance(answered, str):
+            return False
+        if calls.read(
+            role=message["role"],
+            call_ids=[call["id"] for call in tool_calls],
+            tool_call_id=answered,
+            path="$",
+        ):
             return False
     return True
 

@@ -13,7 +13,7 @@ from conversations.errors.exceptions import (
     Throttled,
     ValidationFailed,
 )
-from conversations.errors.framework import drf_problems, error_from
+from conversations.errors.framework import drf_problems, error_from, scope_refusal
 from conversations.errors.vocabulary import (
     AUTHENTICATION_FAILED,
     BAD_REQUEST,
@@ -24,6 +24,7 @@ from conversations.errors.vocabulary import (
     IDEMPOTENCY_ANSWER_NOT_KEPT,
     IDEMPOTENCY_IN_FLIGHT,
     IDEMPOTENCY_KEY_REUSED,
+    INSUFFICIENT_SCOPE,
     INVALID,
     INVALID_IMPORT,
     INVALID_JSON,
@@ -56,6 +57,7 @@ __all__ = [
     "IDEMPOTENCY_ANSWER_NOT_KEPT",
     "IDEMPOTENCY_IN_FLIGHT",
     "IDEMPOTENCY_KEY_REUSED",
+    "INSUFFICIENT_SCOPE",
     "INVALID",
     "INVALID_IMPORT",
     "INVALID_JSON",
@@ -86,4 +88,5 @@ __all__ = [
     "ValidationFailed",
     "drf_problems",
     "error_from",
+    "scope_refusal",
 ]

@@ -10,6 +10,8 @@ from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions
 
+from accounts.scopes import ScopeMissing
+from accounts.services import ApiKeyRevoked
 from conversations.errors.exceptions import (
     NotFound,
     ParleyError,
@@ -19,6 +21,7 @@ from conversations.errors.exceptions import (
 )
 from conversations.errors.vocabulary import (
     AUTHENTICATION_FAILED,
+    INSUFFICIENT_SCOPE,
     INVALID_JSON,
     METHOD_NOT_ALLOWED,
     NOT_ACCEPTABLE,
@@ -40,11 +43,18 @@ _DRF_CODES: dict[type[exceptions.APIException], ErrorCode] = {
     exceptions.NotAcceptable: NOT_ACCEPTABLE,
 }
 
+# Codes only their own condition raises, never guessed from another refusal's status.
+_NAMED_ONLY = frozenset({INSUFFICIENT_SCOPE})
+
 
 def error_from(exc: BaseException) -> ParleyError | None:
     """`exc` as a refusal of the vocabulary; None for anything else (a bug)."""
     if isinstance(exc, ParleyError):
         return exc
+    if isinstance(exc, ScopeMissing):
+        return scope_refusal(exc)
+    if isinstance(exc, ApiKeyRevoked):
+        return ParleyError(AUTHENTICATION_FAILED, "Invalid or revoked API key.")
     if isinstance(exc, ObjectDoesNotExist):
         return NotFound(_no_such(exc))
     if isinstance(exc, Http404 | exceptions.NotFound):
@@ -64,10 +74,19 @@ def error_from(exc: BaseException) -> ParleyError | None:
         if error is None:
             # Another library's refusal: known by its status when one code has it; a 5xx
             # is a bug to log.
-            matching = [e for e in VOCABULARY.values() if e.status == exc.status_code < 500]
+            matching = [
+                e
+                for e in VOCABULARY.values()
+                if e.status == exc.status_code < 500 and e not in _NAMED_ONLY
+            ]
             error = matching[0] if len(matching) == 1 else None
         return ParleyError(error, _message(exc.detail)) if error is not None else None
     return None
+
+
+def scope_refusal(exc: ScopeMissing) -> ParleyError:
+    """A credential without the scope asked for: 403 `insufficient_scope`, naming it."""
+    return ParleyError(INSUFFICIENT_SCOPE, str(exc), {"required_scope": exc.required})
 
 
 def _no_such(exc: ObjectDoesNotExist) -> str:

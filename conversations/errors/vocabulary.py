@@ -53,6 +53,10 @@ NOT_ACCEPTABLE = _entry("not_acceptable", 406, "The answer can only be JSON.")
 NOT_AUTHENTICATED = _entry("not_authenticated", 401, "Log in or send Authorization: Bearer <key>.")
 AUTHENTICATION_FAILED = _entry("authentication_failed", 401, "Invalid credentials.")
 PERMISSION_DENIED = _entry("permission_denied", 403, "You may not do this.")
+# The API key lacks the scope this needs (`details.required_scope` names it).
+INSUFFICIENT_SCOPE = _entry(
+    "insufficient_scope", 403, "This API key does not have the scope this needs."
+)
 # Unknown, malformed or another user's: never a hint that it exists elsewhere.
 NOT_FOUND = _entry("not_found", 404, "Not found.")
 UNKNOWN_URL = _entry("unknown_url", 404, "No such endpoint.")

@@ -15,11 +15,9 @@ fine-tuning format, the active path) and one CSV of every message with its branc
 """
 
 import csv
-import functools
 import io
 import itertools
 import json
-import operator
 import unicodedata
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -32,7 +30,7 @@ from django.db.models.functions import Cast
 from conversations.context import HistoryMessage
 from conversations.formats.exporting import export_json_chunks, export_markdown_chunks, jsonl_line
 from conversations.models import Branch, Conversation, Message
-from conversations.selectors.branches import path_filter
+from conversations.selectors.branches import SEGMENTS_PER_QUERY, path_ranges, ranges_filter
 
 # Conversations read per page, and the message budget of one message query.
 CONVERSATION_PAGE = 500
@@ -93,20 +91,64 @@ def _groups(conversations: list[Conversation]) -> Iterator[list[Conversation]]:
         yield group
 
 
-def _active_paths(group: list[Conversation]) -> Q | None:
-    """The messages of the group's active paths. A conversation of one branch is all its
+def _active_path_runs(
+    group: list[Conversation],
+) -> Iterator[tuple[list[Conversation], list[Q | None]]]:
+    """The group's conversations in runs, each with the conditions that select their
+    active paths, read one query after the other. A conversation of one branch is all its
     messages (by conversation id, as before branches); for the others the active branch
-    is read (one query for the group) and its path's segments are named, so seq is
-    unique per conversation among the rows and orders each path."""
-    single = [c.pk for c in group if c.branch_count == 1]
+    is read (one query for the group) and its path's segments are named, so seq is unique
+    per conversation among the rows and orders each path. A query names at most
+    SEGMENTS_PER_QUERY segments: a path crossing more forks is a run of its own, read a
+    query per SEGMENTS_PER_QUERY of its segments."""
     branched = [c.active_branch_id for c in group if c.branch_count > 1]
-    parts = [Q(conversation__in=single)] if single else []
-    if branched:
-        for branch in Branch.objects.filter(pk__in=branched):
-            part = path_filter(branch, after=0, last=branch.message_count)
-            if part is not None:
-                parts.append(part)
-    return functools.reduce(operator.or_, parts) if parts else None
+    branches = {b.pk: b for b in Branch.objects.filter(pk__in=branched)} if branched else {}
+    run: list[Conversation] = []
+    singles: list[UUID] = []
+    ranges: list[tuple[UUID, int, int]] = []
+
+    def condition() -> Q | None:
+        parts = [Q(conversation__in=singles)] if singles else []
+        if ranges:
+            parts.append(ranges_filter(ranges))
+        return Q(*parts, _connector=Q.OR) if parts else None
+
+    for conversation in group:
+        if conversation.branch_count <= 1:
+            run.append(conversation)
+            singles.append(conversation.pk)
+            continue
+        key = conversation.active_branch_id
+        branch = branches.get(key) if key is not None else None
+        mine = path_ranges(branch, after=0, last=branch.message_count) if branch else []
+        if run and len(ranges) + len(mine) > SEGMENTS_PER_QUERY:
+            yield run, [condition()]
+            run, singles, ranges = [], [], []
+        if len(mine) > SEGMENTS_PER_QUERY:
+            chunks = range(0, len(mine), SEGMENTS_PER_QUERY)
+            yield [conversation], [ranges_filter(mine[i : i + SEGMENTS_PER_QUERY]) for i in chunks]
+            continue
+        run.append(conversation)
+        ranges += mine
+    if run:
+        yield run, [condition()]
+
+
+def _rows(
+    condition: Q | None,
+    ordering: tuple[str, ...],
+    fields: tuple[str, ...],
+    expressions: dict[str, Any],
+) -> Iterator[tuple[Any, ...]]:
+    messages = (
+        Message.objects.filter(condition) if condition is not None else Message.objects.none()
+    )
+    return (
+        messages.annotate(**expressions)
+        .order_by(*ordering)
+        .values_list("conversation_id", *fields)
+        .iterator(chunk_size=READ_CHUNK)
+    )
 
 
 def _with_messages(
@@ -123,27 +165,20 @@ def _with_messages(
     for page in conversations_in_pages(queryset):
         for group in _groups(page):
             if active_path:
-                condition = _active_paths(group)
+                runs = list(_active_path_runs(group))
                 ordering: tuple[str, ...] = ("conversation_id", "seq")
             else:
-                condition = Q(conversation__in=[c.pk for c in group])
+                runs = [(group, [Q(conversation__in=[c.pk for c in group])])]
                 ordering = ("conversation_id", "branch__created_at", "branch_id", "seq")
-            rows = (
-                (
-                    Message.objects.filter(condition)
-                    if condition is not None
-                    else Message.objects.none()
+            for run, conditions in runs:
+                rows = itertools.chain.from_iterable(
+                    _rows(condition, ordering, fields, expressions) for condition in conditions
                 )
-                .annotate(**expressions)
-                .order_by(*ordering)
-                .values_list("conversation_id", *fields)
-                .iterator(chunk_size=READ_CHUNK)
-            )
-            by_conversation = {
-                key: list(found) for key, found in itertools.groupby(rows, key=lambda r: r[0])
-            }
-            for conversation in group:
-                yield conversation, by_conversation.pop(conversation.pk, [])
+                by_conversation: dict[UUID, list[tuple[Any, ...]]] = {}
+                for key, found in itertools.groupby(rows, key=lambda r: r[0]):
+                    by_conversation.setdefault(key, []).extend(found)
+                for conversation in run:
+                    yield conversation, by_conversation.pop(conversation.pk, [])
 
 
 def _sized(pieces: Iterable[str]) -> Iterator[bytes]:

@@ -24,7 +24,9 @@ How a conversation comes across:
   call, as Parley stores what a model thought before each answer. Thoughts with no
   assistant message after them (a reply stopped while the model was thinking) become an
   assistant message with empty content and those thoughts as reasoning, which is what
-  Parley itself stores in that case.
+  Parley itself stores in that case. Thoughts followed by many replies are copied into
+  each, so a conversation that would convert to more text than PARLEY_IMPORT_MAX_BYTES
+  is refused as it converts.
 - **Tools.** An assistant message addressed to a tool (`recipient` other than "all")
   becomes an assistant tool call (`arguments` `{"code": ...}` for code, else
   `{"input": ...}`); a `tool` message right after its call becomes the call's result.

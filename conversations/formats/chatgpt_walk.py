@@ -33,20 +33,36 @@ class Entry:
 
 @dataclass(frozen=True)
 class _Reasoning:
-    """Thinking seen on the path and not yet attached to an assistant message."""
+    """Thinking seen on the path and not yet attached to an assistant message: its last
+    node, linked to the thinking nodes before it. Paths through a chain of thinking share
+    its links, so a chain costs one link per node however long it grows."""
 
-    thoughts: tuple[str, ...]
+    node: str
+    thought: str  # "" when the node is not a `thoughts` node with text
     recap: str
     ms: int | None
-    nodes: tuple[str, ...]
     created: datetime
+    previous: "_Reasoning | None" = None
+    # Characters text() and payload() hold: the node ids and the thoughts.
+    size: int = 0
+
+    def _links(self) -> list["_Reasoning"]:
+        links: list[_Reasoning] = []
+        link: _Reasoning | None = self
+        while link is not None:
+            links.append(link)
+            link = link.previous
+        links.reverse()
+        return links
 
     def text(self) -> str:
-        return body.JOIN.join(self.thoughts) if self.thoughts else self.recap
+        thoughts = [link.thought for link in self._links() if link.thought]
+        return body.JOIN.join(thoughts) if thoughts else self.recap
 
     def payload(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {"chatgpt_reasoning_nodes": list(self.nodes)}
-        if self.thoughts and self.recap:
+        links = self._links()
+        extra: dict[str, Any] = {"chatgpt_reasoning_nodes": [link.node for link in links]}
+        if self.recap and any(link.thought for link in links):
             extra["chatgpt_reasoning_recap"] = self.recap
         return extra
 
@@ -64,6 +80,9 @@ class Builder:
     instructions: list[tuple[str, str]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     count: int = 0
+    # Characters of text the document holds so far (contents, reasoning, its node ids).
+    size: int = 0
+    known_instructions: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._branch(parent=None, fork_seq=0, created=self.start)
@@ -87,6 +106,7 @@ class Builder:
         else:
             branch = self._branch(parent=parent, fork_seq=fork_seq, created=created)
         self.count += 1
+        self.grow(len(fields["content"]))
         entry = Entry(self.count, branch, fork_seq + 1, node_id, created, fields)
         self.messages[branch].append(entry)
         path = node_path(self.base, node_id) + ".message.content"
@@ -96,19 +116,40 @@ class Builder:
     def flush(self, anchor: Entry | None, pending: _Reasoning) -> Entry:
         """Thinking with no assistant message after it: an assistant message of its own,
         once per point in the tree however many paths pass through it."""
-        key = (anchor.number if anchor else 0, pending.nodes[-1])
+        key = (anchor.number if anchor else 0, pending.node)
         if key not in self.orphans:
             fields = _fields("assistant", "", payload={"source": SOURCE})
-            entry = self.place(anchor, pending.nodes[-1], pending.created, fields)
+            entry = self.place(anchor, pending.node, pending.created, fields)
             self.reason(entry, pending)
             self.orphans[key] = entry
         return self.orphans[key]
 
     def reason(self, entry: Entry, pending: _Reasoning) -> None:
+        # Counted before it is copied: thinking shared by many replies is copied to each.
+        if not self.grow(pending.size):
+            return
         entry.fields.update(reasoning=pending.text(), reasoning_ms=pending.ms)
         entry.fields["provider_payload"].update(pending.payload())
-        path = node_path(self.base, pending.nodes[-1]) + ".message.content"
+        path = node_path(self.base, pending.node) + ".message.content"
         self.problems += validation.content_problems(entry.fields["reasoning"], path=path)
+
+    def grow(self, chars: int) -> bool:
+        """Count text the document will hold; False (reported once) past
+        PARLEY_IMPORT_MAX_BYTES, the most any document to import may hold, so that a
+        conversion copying text many times stops before it fills the memory."""
+        limit = settings.PARLEY_IMPORT_MAX_BYTES
+        reported = self.full
+        self.size += chars
+        if self.size <= limit:
+            return True
+        if not reported:
+            message = f"converts to more than {limit} characters of text; the limit is {limit}"
+            self.problems.append(Problem(f"{self.base}.mapping", message))
+        return False
+
+    @property
+    def full(self) -> bool:
+        return self.size > settings.PARLEY_IMPORT_MAX_BYTES
 
 
 def _fields(role: str, content: str, *, kind: str = "message", **extra: Any) -> dict[str, Any]:
@@ -173,23 +214,23 @@ def _visit(
     role, author_name = _role(message)
     if kind == body.INSTRUCTIONS_TYPE:
         text = body.instructions_text(message)
-        if text and text not in (known for known, _ in builder.instructions):
+        if text and text not in builder.known_instructions:
+            builder.known_instructions.add(text)
             builder.instructions.append((text, node_id))
         return anchor, pending, when
     if kind in body.REASONING_TYPES:
         thought = body.reasoning_text(message)
-        previous = pending or _Reasoning((), "", None, (), created)
-        return (
-            anchor,
-            _Reasoning(
-                thoughts=previous.thoughts + ((thought,) if kind == "thoughts" and thought else ()),
-                recap=thought if kind == "reasoning_recap" else previous.recap,
-                ms=body.reasoning_ms(message) or previous.ms,
-                nodes=(*previous.nodes, node_id),
-                created=created,
-            ),
-            created,
+        kept = thought if kind == "thoughts" else ""
+        following = _Reasoning(
+            node=node_id,
+            thought=kept,
+            recap=thought if kind == "reasoning_recap" else (pending.recap if pending else ""),
+            ms=body.reasoning_ms(message) or (pending.ms if pending else None),
+            created=created,
+            previous=pending,
+            size=(pending.size if pending else 0) + len(node_id) + len(kept) + len(body.JOIN),
         )
+        return anchor, following, created
     found = body.message_body(message)
     files, attachments = body.attachment_placeholders(message, found.assets)
     text = body.JOIN.join(t for t in (files, found.text) if t)
@@ -262,6 +303,8 @@ def walk(builder: Builder) -> None:
         if builder.count > limit:
             message = f"has more than {limit} messages; the limit is {limit}"
             builder.problems.append(Problem(f"{builder.base}.mapping", message))
+            return
+        if builder.full:
             return
         stack.extend((child, anchor, pending, when) for child in reversed(children))
 

@@ -12,24 +12,26 @@ Exports stream: messages are read in seq order in chunks and written as they com
 memory stays flat however long the conversation is.
 """
 
-import functools
 import itertools
 import json
-import operator
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
+from uuid import UUID
 
 from django.db.models import Q
 from django.utils import timezone
 
+from config.log_context import exception_for_log
 from conversations import validation
 from conversations.context import StoredMessage, history_units
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import (
     BRANCH_FIELDS,
+    SEGMENTS_PER_QUERY,
     alternatives_at,
     branch_active,
-    path_messages,
+    path_querysets,
 )
 from conversations.serializers import (
     branch_export_dict,
@@ -37,12 +39,38 @@ from conversations.serializers import (
     message_export_dict,
 )
 
+log = logging.getLogger(__name__)
+
 FORMAT = "parley.conversation"
 VERSION = 2
 # What version 2 added, left out of a version 1 document.
 V2_CONVERSATION_FIELDS = ("temperature", "max_output_tokens", "active_branch_id")
 V2_MESSAGE_FIELDS = ("reasoning", "reasoning_ms", "branch_id")
 READ_CHUNK = 2000
+# Branches whose messages one query of the JSON export reads together, at most.
+BRANCHES_PER_QUERY = 1000
+# Alternatives whose opening words one query of the Markdown export reads, at most.
+PREVIEWS_PER_QUERY = 1000
+
+
+# --- a download that fails part way -----------------------------------------------
+
+# Ends a Markdown download that failed part way: what came before it stands.
+MARKDOWN_CUT = (
+    "\n\n---\n\n**The export stopped here: an error kept the rest from being written.**\n"
+)
+
+
+def chunks_ended_cleanly(chunks: Iterator[str], *, notice: str = "") -> Iterator[str]:
+    """`chunks` until one fails, then `notice`: the error is logged and the download ends
+    (a JSON document cut short is invalid, which says it is incomplete), where an error
+    raised into the server would leave some clients waiting on an open connection."""
+    try:
+        yield from chunks
+    except Exception as exc:
+        log.error("an export failed part way", exc_info=exception_for_log(exc))
+        if notice:
+            yield notice
 
 
 # --- JSON export ------------------------------------------------------------------
@@ -51,13 +79,66 @@ READ_CHUNK = 2000
 def _messages(conversation: Conversation) -> Iterator[Message]:
     """The active branch's path, in order."""
     branch = branch_active(conversation=conversation)
-    return path_messages(branch, after=0, last=branch.message_count).iterator(chunk_size=READ_CHUNK)
+    for messages in path_querysets(branch, after=0, last=branch.message_count):
+        yield from messages.iterator(chunk_size=READ_CHUNK)
+
+
+def _depths(rows: list[dict[str, Any]]) -> dict[UUID, int]:
+    """Each branch's depth in the tree (the root's is 0), from the parent links alone."""
+    parents = {row["id"]: row["parent_id"] for row in rows}
+    depths: dict[UUID, int] = {}
+    for key in parents:
+        chain = []
+        while key is not None and key not in depths:
+            chain.append(key)
+            key = parents.get(key)
+        depth = depths[key] if key is not None else -1
+        for item in reversed(chain):
+            depth += 1
+            depths[item] = depth
+    return depths
 
 
 def _branches(conversation: Conversation) -> list[dict[str, Any]]:
     """Every branch, each parent before its children: by depth, then age."""
-    rows = Branch.objects.filter(conversation=conversation).values(*BRANCH_FIELDS, "lineage")
-    return sorted(rows, key=lambda r: (len(r["lineage"]), r["created_at"], str(r["id"])))
+    rows = list(Branch.objects.filter(conversation=conversation).values(*BRANCH_FIELDS))
+    depths = _depths(rows)
+    return sorted(rows, key=lambda r: (depths[r["id"]], r["created_at"], str(r["id"])))
+
+
+def _group_messages(group: list[dict[str, Any]]) -> Iterator[Message]:
+    if not group:
+        return
+    found: dict[UUID, list[Message]] = {}
+    for message in Message.objects.filter(branch_id__in=[row["id"] for row in group]).order_by(
+        "seq"
+    ):
+        found.setdefault(message.branch_id, []).append(message)
+    for row in group:
+        yield from found.get(row["id"], [])
+
+
+def _branch_messages(branches: list[dict[str, Any]]) -> Iterator[Message]:
+    """Each branch's own messages, branch by branch in the order given, each in seq order.
+    Branches holding few messages are read together (a query per READ_CHUNK messages or
+    BRANCHES_PER_QUERY branches), a long one on its own through a cursor: thousands of
+    short branches cost a few queries, not one each, and memory stays flat."""
+    group: list[dict[str, Any]] = []
+    held = 0
+    for row in branches:
+        own = row["message_count"] - row["fork_seq"]
+        if own >= READ_CHUNK:
+            yield from _group_messages(group)
+            group, held = [], 0
+            messages = Message.objects.filter(branch_id=row["id"]).order_by("seq")
+            yield from messages.iterator(chunk_size=READ_CHUNK)
+            continue
+        if group and (held + own > READ_CHUNK or len(group) >= BRANCHES_PER_QUERY):
+            yield from _group_messages(group)
+            group, held = [], 0
+        group.append(row)
+        held += own
+    yield from _group_messages(group)
 
 
 def _dumps(value: Any) -> str:
@@ -81,13 +162,7 @@ def export_json_chunks(conversation: Conversation, *, version: int = VERSION) ->
     else:
         branches = _branches(conversation)
         head["branches"] = [branch_export_dict(row) for row in branches]
-        messages = (
-            message
-            for row in branches
-            for message in Message.objects.filter(branch_id=row["id"])
-            .order_by("seq")
-            .iterator(chunk_size=READ_CHUNK)
-        )
+        messages = _branch_messages(branches)
     yield _dumps(head)[:-1] + ', "messages": ['
     separator = ""
     for message in messages:
@@ -180,21 +255,40 @@ def _batched(items: Iterable[Message], size: int) -> Iterator[list[Message]]:
         yield batch
 
 
+def _preview_batches(
+    choices: dict[int, dict[str, Any] | None],
+) -> Iterator[dict[int, list[str]]]:
+    """The alternatives at these seqs, as {seq: branch ids} batches of at most
+    PREVIEWS_PER_QUERY messages and SEGMENTS_PER_QUERY seqs."""
+    batch: dict[int, list[str]] = {}
+    held = 0
+    for seq, alternatives in choices.items():
+        for key in alternatives["branch_ids"] if alternatives else []:
+            if held >= PREVIEWS_PER_QUERY or (
+                seq not in batch and len(batch) >= SEGMENTS_PER_QUERY
+            ):
+                yield batch
+                batch, held = {}, 0
+            batch.setdefault(seq, []).append(key)
+            held += 1
+    if batch:
+        yield batch
+
+
 def _other_versions(choices: dict[int, dict[str, Any] | None]) -> dict[tuple[str, int], str]:
-    """The opening words of every alternative at these seqs, in one query."""
-    wanted = [
-        Q(branch_id=key, seq=seq)
-        for seq, alternatives in choices.items()
-        if alternatives
-        for key in alternatives["branch_ids"]
-    ]
-    if not wanted:
-        return {}
-    rows = Message.objects.filter(functools.reduce(operator.or_, wanted))
-    return {
-        (str(branch), seq): " ".join(content.split())[:PREVIEW_CHARS]
-        for branch, seq, content in rows.values_list("branch_id", "seq", "content")
-    }
+    """The opening words of every alternative at these seqs: a query per
+    PREVIEWS_PER_QUERY of them."""
+    previews: dict[tuple[str, int], str] = {}
+    for batch in _preview_batches(choices):
+        wanted = Q(
+            *(Q(seq=seq, branch_id__in=keys) for seq, keys in batch.items()), _connector=Q.OR
+        )
+        rows = Message.objects.filter(wanted).values_list("branch_id", "seq", "content")
+        previews.update(
+            ((str(branch), seq), " ".join(content.split())[:PREVIEW_CHARS])
+            for branch, seq, content in rows
+        )
+    return previews
 
 
 def _alternatives_note(

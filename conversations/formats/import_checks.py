@@ -9,6 +9,8 @@ from uuid import UUID
 
 from conversations import validation
 from conversations.errors import Problem
+from conversations.formats.import_tree import nesting_problems, tree_messages
+from conversations.tool_pairing import OpenCalls
 from conversations.tools.registry import tool_names_problems
 
 if TYPE_CHECKING:
@@ -84,41 +86,27 @@ def _own_problems(message: "ImportedMessage", path: str) -> list[Problem]:
     return problems
 
 
-def _call_problems(message: "ImportedMessage", path: str, pending: dict[str, int]) -> list[Problem]:
-    """Tool calls and results along a path: `pending` holds the unanswered call ids."""
+def _call_problems(message: "ImportedMessage", path: str, pending: OpenCalls) -> list[Problem]:
+    """Tool calls and results along a path (the rule every door keeps, tool_pairing.py):
+    `pending` holds the unanswered calls."""
     problems: list[Problem] = []
     for call_index, call in enumerate(message.tool_calls):
         call_path = f"{path}.tool_calls[{call_index}]"
         problems += _nul_problems(call.model_dump(), call_path)
-        if not call.id:
-            problems.append(Problem(f"{call_path}.id", "must not be empty"))
-        elif call.id in pending:
-            problems.append(
-                Problem(f"{call_path}.id", f"{call.id!r} is already an unanswered call")
-            )
-        else:
-            pending[call.id] = message.seq
         if not call.name:
             problems.append(Problem(f"{call_path}.name", "must not be empty"))
-    if message.role == "tool":
-        if not message.tool_call_id:
-            problems.append(Problem(f"{path}.tool_call_id", "a tool message needs one"))
-        elif pending.pop(message.tool_call_id, None) is None:
-            problems.append(
-                Problem(
-                    f"{path}.tool_call_id",
-                    f"{message.tool_call_id!r} answers no earlier unanswered tool call",
-                )
-            )
-    elif message.tool_call_id:
-        problems.append(Problem(f"{path}.tool_call_id", "only tool messages carry one"))
-    return problems
+    return problems + pending.read(
+        role=message.role,
+        call_ids=[call.id for call in message.tool_calls],
+        tool_call_id=message.tool_call_id,
+        path=path,
+    )
 
 
 def message_problems(messages: "list[ImportedMessage]") -> list[Problem]:
     """One line of messages: seqs gapless from 1, every result answering an earlier call."""
     problems: list[Problem] = []
-    pending: dict[str, int] = {}  # unanswered call id -> seq of the assistant message
+    pending = OpenCalls()
     for index, message in enumerate(messages):
         path = f"$.messages[{index}]"
         if getattr(message, "branch_id", None) is not None:
@@ -173,8 +161,8 @@ def tree_problems(
 ) -> list[Problem]:
     """A tree of branches: each branch's own messages listed together (in the order of
     $.branches) with seqs gapless from its fork point, and the tool-call rule holding
-    along every path. Each path's open calls at a fork point are handed to the branches
-    forked there, so the check reads every message once."""
+    along every path. The tree is walked depth first (formats/import_tree.py), so the
+    check reads every message once; branches nested too deeply to store are refused."""
     order = {branch.id: index for index, branch in enumerate(branches)}
     counts: dict[UUID, int] = {}
     problems: list[Problem] = []
@@ -193,29 +181,15 @@ def tree_problems(
     problems += _branch_problems(branches, counts, active)
     if problems:
         return problems
-    forks: dict[UUID, set[int]] = {}
-    for branch in branches:
-        if branch.parent_id is not None:
-            forks.setdefault(branch.parent_id, set()).add(branch.fork_seq)
-    # Open calls at each fork point: (branch, seq) -> pending calls there.
-    snapshots: dict[tuple[UUID, int], dict[str, int]] = {}
-    by_branch: dict[UUID, list[tuple[int, ImportedMessage]]] = {}
-    for index, message in enumerate(messages):
-        by_branch.setdefault(message.branch_id, []).append((index, message))  # type: ignore[attr-defined]
-    for branch in branches:
-        start = branch.fork_seq
-        pending = dict(snapshots.get((branch.parent_id, start), {})) if branch.parent_id else {}
-        wanted = forks.get(branch.id, set())
-        if start in wanted:
-            snapshots[(branch.id, start)] = dict(pending)
-        for offset, (index, message) in enumerate(by_branch.get(branch.id, [])):
-            path = f"$.messages[{index}]"
-            expected = start + offset + 1
-            if message.seq != expected:
-                problems.append(
-                    Problem(f"{path}.seq", f"is {message.seq}; expected {expected} on its branch")
-                )
-            problems += _own_problems(message, path) + _call_problems(message, path, pending)
-            if message.seq in wanted:
-                snapshots[(branch.id, message.seq)] = dict(pending)
-    return problems
+    pending = OpenCalls()
+    found: dict[int, list[Problem]] = {}
+    for index, message, expected in tree_messages(branches, messages, pending):
+        path = f"$.messages[{index}]"
+        mine: list[Problem] = []
+        found[index] = mine
+        if message.seq != expected:
+            mine.append(
+                Problem(f"{path}.seq", f"is {message.seq}; expected {expected} on its branch")
+            )
+        mine += _own_problems(message, path) + _call_problems(message, path, pending)
+    return nesting_problems(branches) + [p for index in sorted(found) for p in found[index]]

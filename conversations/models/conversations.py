@@ -13,6 +13,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.text import StorableJSONDecoder
 from conversations.tools.registry import tool_default_names
 
 
@@ -46,6 +47,13 @@ class RunStatus(models.TextChoices):
     INCOMPLETE = "incomplete"
 
 
+class ShownConversations(models.Manager["Conversation"]):
+    """All but those an import is still storing, hidden until its last batch."""
+
+    def get_queryset(self) -> models.QuerySet["Conversation"]:
+        return super().get_queryset().filter(import_started_at__isnull=True)
+
+
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -55,7 +63,7 @@ class Conversation(models.Model):
     # The preamble: sent fresh on every model call, never stored as a history row.
     system_prompt = models.TextField(blank=True)
     model = models.CharField(max_length=100, blank=True)
-    tools = models.JSONField(default=default_tools, blank=True)
+    tools = models.JSONField(default=default_tools, blank=True, decoder=StorableJSONDecoder)
     # The conversation's working document, shown beside the chat.
     draft = models.TextField(blank=True)
     # Set when the user changes the draft; the next turn stores a notice and clears it.
@@ -68,7 +76,7 @@ class Conversation(models.Model):
     # A run notes the count its model call saw (Run.draft_edits_seen), so the assistant
     # never writes over an edit it has not seen.
     draft_edit_count = models.PositiveIntegerField(default=0)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, decoder=StorableJSONDecoder)
     # Every message stored, on every branch. The seq allocator is the branch's own
     # counter (Branch.message_count); both move under a row lock on this conversation.
     message_count = models.PositiveIntegerField(default=0)
@@ -95,6 +103,13 @@ class Conversation(models.Model):
     # PARLEY_DEFAULT_MAX_OUTPUT_TOKENS), so no reply runs unbounded.
     temperature = models.FloatField(null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Set while an import stores the conversation a batch at a time (null once whole):
+    # hidden from every read until then, and deleted when its import was abandoned.
+    import_started_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ShownConversations()
+    # With those: for the import itself, the quota and the clean-up of abandoned imports.
+    with_imports = models.Manager()  # noqa: DJ012 (ruff takes the manager above for a field)
 
     class Meta:
         constraints = [
@@ -116,6 +131,12 @@ class Conversation(models.Model):
             # The admin list (newest activity first over every owner) and the retention
             # purge (last activity older than a cutoff) read this range, never the table.
             models.Index(fields=["-last_activity_at", "-id"], name="conversation_activity"),
+            # Imports under way: few rows, found without reading the table.
+            models.Index(
+                fields=["import_started_at"],
+                condition=Q(import_started_at__isnull=False),
+                name="conversation_importing",
+            ),
         ]
         permissions = [
             # Separate from "view": a moderator can see who has which conversation
@@ -176,7 +197,7 @@ class Branch(models.Model):
     message_count = models.PositiveIntegerField(default=0)
     # The chain above this branch, root first: [[branch id, last seq it gives the path]].
     # Read with the branch, so a path's segments cost no recursive query.
-    lineage = models.JSONField(default=list, blank=True)
+    lineage = models.JSONField(default=list, blank=True, decoder=StorableJSONDecoder)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -233,7 +254,7 @@ class Message(models.Model):
     # How long it thought, from its first reasoning delta to its first answer delta.
     reasoning_ms = models.PositiveIntegerField(null=True, blank=True)
     # [{"id", "name", "arguments"}], arguments a JSON string kept exactly as the model sent it.
-    tool_calls = models.JSONField(default=list, blank=True)
+    tool_calls = models.JSONField(default=list, blank=True, decoder=StorableJSONDecoder)
     tool_call_id = models.CharField(max_length=200, blank=True)
     name = models.CharField(max_length=200, blank=True)
     # Both links between runs and messages are DO_NOTHING without a database constraint:
@@ -248,9 +269,9 @@ class Message(models.Model):
         db_constraint=False,
         related_name="messages",
     )
-    usage = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True, decoder=StorableJSONDecoder)
     created_at = models.DateTimeField(default=timezone.now)
-    provider_payload = models.JSONField(null=True, blank=True)
+    provider_payload = models.JSONField(null=True, blank=True, decoder=StorableJSONDecoder)
     # A copy made by an import or a fork: it happened elsewhere, so the usage dashboard
     # counts neither the message nor its tokens as this user's own spend. Not exported,
     # so export -> import -> export stays identical.
@@ -332,17 +353,20 @@ class Run(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # A client's idempotency key for "send this message": the same key starts one run.
     client_id = models.CharField(max_length=100, blank=True)
-    error = models.JSONField(null=True, blank=True)
-    usage = models.JSONField(default=dict, blank=True)
+    error = models.JSONField(null=True, blank=True, decoder=StorableJSONDecoder)
+    usage = models.JSONField(default=dict, blank=True, decoder=StorableJSONDecoder)
     # Conversation.draft_edit_count when this run's latest model call read its input (null
     # before the first call): the tools that call asked for must not write over a draft
     # the user changed after that moment, because the model never saw the user's words.
     draft_edits_seen = models.PositiveIntegerField(null=True, blank=True)
     instructions = models.TextField(blank=True, default="")  # engine/responses.py: a preamble
-    client_tools = models.JSONField(default=list, blank=True)  # the client runs these
-    generation = models.JSONField(default=dict, blank=True)  # over the conversation's
-    metadata = models.JSONField(default=dict, blank=True)
-    options = models.JSONField(default=dict, blank=True)  # echoed back, previous_run_id
+    # the client runs these
+    client_tools = models.JSONField(default=list, blank=True, decoder=StorableJSONDecoder)
+    # over the conversation's
+    generation = models.JSONField(default=dict, blank=True, decoder=StorableJSONDecoder)
+    metadata = models.JSONField(default=dict, blank=True, decoder=StorableJSONDecoder)
+    # echoed back, previous_run_id
+    options = models.JSONField(default=dict, blank=True, decoder=StorableJSONDecoder)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

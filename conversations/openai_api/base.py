@@ -9,12 +9,12 @@ from typing import IO, Any
 from django.conf import settings
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.parsers import BaseParser
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from accounts.authentication import ApiKeyAuthentication
+from accounts.permissions import ScopedPermission
 from conversations import selectors
 from conversations.errors import INVALID_JSON, REQUEST_TOO_LARGE, NotFound
 from conversations.json_input import JsonInputError, json_parse
@@ -75,7 +75,8 @@ class OpenAIView(APIView):
     before the checks existed are repaired, not fatal."""
 
     authentication_classes = [ApiKeyAuthentication]
-    permission_classes = [IsAuthenticated]
+    # The method's scope: reads need `read`, writes `chat` (accounts.permissions).
+    permission_classes = [ScopedPermission]
     parser_classes = [JSONBodyParser]
     content_negotiation_class = JSONOnly
     # Not part of /api/schema/: OpenAI's own API reference describes these endpoints.

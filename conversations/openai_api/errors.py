@@ -72,6 +72,7 @@ OPENAI: dict[ErrorCode, OpenAIShape] = {
         401, alias="invalid_api_key", message="{message} Create a key in Parley."
     ),
     codes.PERMISSION_DENIED: OpenAIShape(403),
+    codes.INSUFFICIENT_SCOPE: OpenAIShape(403),
     codes.NOT_FOUND: OpenAIShape(404),
     codes.UNKNOWN_URL: OpenAIShape(404, message="Invalid URL ({method} {path})."),
     codes.METHOD_NOT_ALLOWED: OpenAIShape(405, message="Invalid method for URL ({method} {path})."),
@@ -151,7 +152,11 @@ def _problems_message(error: ValidationFailed) -> tuple[str, str | None]:
         return error.message, None
     first = error.problems[0]
     param = param_of(first.path)
-    message = f"Invalid value for '{param}': {first.message}."
+    message = (
+        f"Invalid value for '{param}': {first.message}."
+        if param is not None
+        else f"Invalid request: {first.message}."
+    )
     more = len(error.problems) - 1
     if more > 0:
         message += f" ({more} more problem{'s' if more > 1 else ''} in this request.)"

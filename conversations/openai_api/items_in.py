@@ -8,18 +8,24 @@
 - `function_call` `{call_id, name, arguments}`: a tool call of an assistant message.
   Calls sent together, with the assistant `message` just before them if any, make one
   assistant message, as a model's reply with parallel calls is stored.
-- `function_call_output` `{call_id, output}`: a tool message answering that call.
+- `function_call_output` `{call_id, output}`: a tool message answering that call. The call
+  comes before it, in the same request or on the conversation's path, and has no answer
+  yet: the rule an import keeps (tool_pairing.py), checked by the domain when the items
+  are stored and named back by the item's parameter (`input[3].call_id`).
 
 Ids and statuses clients send back from listed items are ignored (Parley assigns
 both); any other unknown field is refused by name, as OpenAI's API does.
 """
 
-from dataclasses import replace
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
 
 from conversations import validation
+from conversations.errors import ValidationFailed
 from conversations.models import Message
 from conversations.openai_api.errors import OpenAIError, invalid, quoted
 from conversations.openai_api.ids import ItemRef, ItemType
@@ -169,13 +175,38 @@ def _output(item: dict[str, Any], param: str) -> NewMessage:
     )
 
 
+@dataclass(frozen=True)
+class InputMessages:
+    """Input items as the messages to store, and the item each tool call and result
+    came from."""
+
+    messages: list[NewMessage] = field(default_factory=list)
+    # The path the domain gives a call or result of `messages` (`$.messages[1].tool_call_id`)
+    # -> the parameter of the item it came from (`input[3].call_id`).
+    params: dict[str, str] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def named(self) -> Iterator[None]:
+        """The domain's refusal of one of these calls or results (a result answering no
+        open call, checked against the stored path) named by its item's parameter."""
+        try:
+            yield
+        except ValidationFailed as refused:
+            first = refused.problems[0] if refused.problems else None
+            param = self.params.get(first.path) if first is not None else None
+            if first is None or param is None:
+                raise
+            raise invalid(f"Invalid '{param}': {first.message}.", param=param) from None
+
+
 def new_messages(
     value: Any, *, param: str = "items", at_least: int = 0, most: int = MAX_ITEMS
-) -> list[NewMessage]:
+) -> InputMessages:
     """The messages to store for a list of input items, or a 400 naming the first
     problem by its parameter path (`items[2].content`)."""
+    read = InputMessages()
     if value is None and at_least == 0:
-        return []
+        return read
     if not isinstance(value, list):
         raise _wrong_type(param, "an array", value)
     if not at_least <= len(value) <= most:
@@ -184,9 +215,22 @@ def new_messages(
             param=param,
             code="array_above_max_length" if len(value) > most else "empty_array",
         )
-    messages: list[NewMessage] = []
-    # The assistant message that function calls join, while they keep coming.
+    messages = read.messages
+    # The assistant message that function calls join, while they keep coming, and the
+    # items its calls came from.
     turn: NewMessage | None = None
+    turn_items: list[str] = []
+
+    def turn_end() -> None:
+        nonlocal turn
+        if turn is None:
+            return
+        for number, where in enumerate(turn_items):
+            read.params[f"$.messages[{len(messages)}].tool_calls[{number}].id"] = where
+        messages.append(turn)
+        turn = None
+        turn_items.clear()
+
     for index, item in enumerate(value):
         where = f"{param}[{index}]"
         if not isinstance(item, dict):
@@ -202,10 +246,9 @@ def new_messages(
                     param=f"{where}.call_id",
                 )
             turn = replace(turn, tool_calls=[*turn.tool_calls, call])
+            turn_items.append(f"{where}.call_id")
             continue
-        if turn is not None:
-            messages.append(turn)
-            turn = None
+        turn_end()
         if kind == ItemType.MESSAGE:
             new = _message(item, where)
             if new.role == Message.Role.ASSISTANT:
@@ -213,6 +256,7 @@ def new_messages(
             else:
                 messages.append(new)
         elif kind == ItemType.FUNCTION_CALL_OUTPUT:
+            read.params[f"$.messages[{len(messages)}].tool_call_id"] = f"{where}.call_id"
             messages.append(_output(item, where))
         elif kind is None:
             raise invalid(
@@ -226,9 +270,8 @@ def new_messages(
                 "stores message, function_call and function_call_output items.",
                 param=f"{where}.type",
             )
-    if turn is not None:
-        messages.append(turn)
-    return messages
+    turn_end()
+    return read
 
 
 def replacement_for(message: Message, ref: ItemRef) -> NewMessage | None:

@@ -15,9 +15,8 @@ from typing import Any
 from conversations import validation
 from conversations.engine import ResponseAsk
 from conversations.openai_api.errors import invalid, quoted
-from conversations.openai_api.items_in import new_messages
+from conversations.openai_api.items_in import InputMessages, new_messages
 from conversations.openai_api.views.conversations import _metadata
-from conversations.services import NewMessage
 from conversations.tools import tool_catalog
 from conversations.validation import type_name
 
@@ -60,6 +59,8 @@ ALLOWED = {
 @dataclass(frozen=True)
 class ResponseRequest:
     ask: ResponseAsk
+    # The input as read, to name a refused call or result by its item.
+    input: InputMessages
     conversation: str | None
     previous_response_id: str | None
     stream: bool
@@ -104,7 +105,7 @@ def _string(body: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def _input(value: Any) -> list[NewMessage]:
+def _input(value: Any) -> InputMessages:
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     return new_messages(value, param="input", at_least=1, most=MAX_INPUT_ITEMS)
@@ -224,7 +225,7 @@ def response_request(body: dict[str, Any]) -> ResponseRequest:
         raise invalid(
             "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
         )
-    messages = _input(body["input"])
+    read = _input(body["input"])
     _text_format(body.get("text"))
     instructions = _string(body, "instructions") or ""
     problems = validation.system_prompt_problems(instructions, path="instructions")
@@ -267,7 +268,7 @@ def response_request(body: dict[str, Any]) -> ResponseRequest:
         "tool_choice": echoed_choice,
     }
     ask = ResponseAsk(
-        messages=messages,
+        messages=read.messages,
         model=model,
         instructions=instructions,
         client_tools=sent_tools,
@@ -277,6 +278,7 @@ def response_request(body: dict[str, Any]) -> ResponseRequest:
     )
     return ResponseRequest(
         ask=ask,
+        input=read,
         conversation=conversation or None,
         previous_response_id=previous or None,
         stream=_flag(body, "stream", False),

@@ -3,11 +3,12 @@
 A path is a chain of segments: each ancestor gives the seqs up to where the next branch
 forked from it, and the branch itself gives the rest (see models.Branch). The chain is
 read from the branch's `lineage`, so these reads touch only the segments a range covers:
-one indexed query per read whatever the conversation's length or number of branches.
+one indexed query per read whatever the conversation's length or number of branches, and
+one per SEGMENTS_PER_QUERY segments for a range that crosses more of them.
 """
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -15,8 +16,16 @@ from uuid import UUID
 from django.db.models import Q
 
 from conversations.models import Branch, Conversation, Message
+from conversations.tool_pairing import OpenCalls
 
 BRANCH_FIELDS = ("id", "parent_id", "fork_seq", "message_count", "created_at")
+# The most segments one query names: SQLite refuses a WHERE of more than about a thousand
+# ORed terms, and both databases plan a long OR more slowly than its pieces. A page (at
+# most 201 seqs) always fits.
+SEGMENTS_PER_QUERY = 256
+# A tool call or result as the pairing rule reads it: (role, call ids, tool_call_id).
+CallRow = tuple[str, list[str], str]
+CALL_ROWS_CHUNK = 2000
 
 
 @dataclass(frozen=True)
@@ -52,48 +61,98 @@ def segment_owning(branch: Branch, seq: int) -> Segment:
     return segments[0]
 
 
-def path_filter(branch: Branch, *, after: int, last: int) -> Q | None:
-    """Messages of the branch's path with after < seq <= last (None: the range is empty)."""
-    parts = [
-        Q(branch_id=s.branch_id, seq__gt=max(after, s.fork_seq), seq__lte=min(last, s.last))
+def path_ranges(branch: Branch, *, after: int, last: int) -> list[tuple[UUID, int, int]]:
+    """(branch id, low, high) for each segment of the branch's path holding seqs with
+    after < seq <= last: low < seq <= high on that branch. In seq order."""
+    return [
+        (s.branch_id, max(after, s.fork_seq), min(last, s.last))
         for s in branch_segments(branch)
         if max(after, s.fork_seq) < min(last, s.last)
     ]
-    if not parts:
-        return None
-    combined = parts[0]
-    for part in parts[1:]:
-        combined |= part
-    return combined
+
+
+def ranges_filter(ranges: Sequence[tuple[UUID, int, int]]) -> Q:
+    """Messages with low < seq <= high on any of these (branch id, low, high)."""
+    return Q(
+        *(Q(branch_id=key, seq__gt=low, seq__lte=high) for key, low, high in ranges),
+        _connector=Q.OR,
+    )
+
+
+def path_filter(branch: Branch, *, after: int, last: int) -> Q | None:
+    """Messages of the branch's path with after < seq <= last (None: the range is empty).
+    One condition: for a range of at most SEGMENTS_PER_QUERY segments (path_querysets
+    reads longer ones)."""
+    ranges = path_ranges(branch, after=after, last=last)
+    return ranges_filter(ranges) if ranges else None
 
 
 def path_messages(branch: Branch, *, after: int, last: int) -> Any:
-    """A queryset of the path's messages in the range, in seq order."""
+    """A queryset of the path's messages in the range, in seq order: one query, for a
+    range of at most SEGMENTS_PER_QUERY segments such as a page (path_querysets reads a
+    range of any length)."""
     condition = path_filter(branch, after=after, last=last)
     if condition is None:
         return Message.objects.none()
     return Message.objects.filter(condition).order_by("seq")
 
 
+def path_querysets(branch: Branch, *, after: int, last: int) -> Iterator[Any]:
+    """The path's messages in a range of any length, as querysets in seq order, each
+    naming at most SEGMENTS_PER_QUERY segments: read one after the other, they give the
+    range in order."""
+    ranges = path_ranges(branch, after=after, last=last)
+    for start in range(0, len(ranges), SEGMENTS_PER_QUERY):
+        part = ranges[start : start + SEGMENTS_PER_QUERY]
+        yield Message.objects.filter(ranges_filter(part)).order_by("seq")
+
+
+# Rows one step of `path_last` may read: segments are taken together, newest first,
+# until they hold about this many messages.
+LAST_SCAN_ROWS = 1000
+
+
 def path_last(branch: Branch, *, at_most: int, **match: Any) -> Message | None:
     """The path's last message with seq <= at_most that matches `match`, walking the
-    segments backwards: each is an index scan that stops at the first hit."""
-    for segment in reversed(branch_segments(branch)):
-        if segment.fork_seq >= at_most:
-            continue
-        found = (
-            Message.objects.filter(
-                branch_id=segment.branch_id,
-                seq__gt=segment.fork_seq,
-                seq__lte=min(at_most, segment.last),
-                **match,
-            )
-            .order_by("-seq")
-            .first()
-        )
+    segments backwards: a long segment is an index scan that stops at the first hit, and
+    short ones are read together (up to LAST_SCAN_ROWS rows a query), so a path crossing
+    thousands of forks costs a query per thousand of its messages, not one per fork."""
+    ranges = path_ranges(branch, after=0, last=at_most)
+    while ranges:
+        group = [ranges.pop()]
+        rows = group[0][2] - group[0][1]
+        while ranges and len(group) < SEGMENTS_PER_QUERY:
+            _, low, high = ranges[-1]
+            if rows + high - low > LAST_SCAN_ROWS:
+                break
+            group.append(ranges.pop())
+            rows += high - low
+        found = Message.objects.filter(ranges_filter(group), **match).order_by("-seq").first()
         if found is not None:
             return found
     return None
+
+
+def path_call_rows(branch: Branch, *, after: int, last: int) -> Iterator[CallRow]:
+    """The tool calls and results of the branch's path with after < seq <= last, in seq
+    order, as (role, call ids, tool_call_id): the messages that neither call nor answer
+    stay out of the read."""
+    for messages in path_querysets(branch, after=after, last=last):
+        rows = (
+            messages.filter(role__in=(Message.Role.ASSISTANT, Message.Role.TOOL))
+            .exclude(role=Message.Role.ASSISTANT, tool_calls=[])
+            .values_list("role", "tool_calls", "tool_call_id")
+        )
+        for role, calls, answered in rows.iterator(chunk_size=CALL_ROWS_CHUNK):
+            yield role, [str(call.get("id") or "") for call in calls], answered
+
+
+def path_open_calls(branch: Branch, *, last: int) -> OpenCalls:
+    """The calls of the branch's path up to seq `last` that no result has answered yet."""
+    calls = OpenCalls()
+    for role, call_ids, answered in path_call_rows(branch, after=0, last=last):
+        calls.skim(role=role, call_ids=call_ids, tool_call_id=answered)
+    return calls
 
 
 def branch_get(*, conversation: Conversation, branch_id: UUID | str | None) -> Branch:
@@ -151,7 +210,9 @@ def alternatives_at(
     branch: Branch, seqs: Iterable[int], *, branch_count: int | None = None
 ) -> dict[int, dict[str, Any] | None]:
     """For messages at these seqs of the branch's path: the alternatives a client draws
-    as `< index+1/count >`, or None where there are none. One query for any number.
+    as `< index+1/count >`, or None where there are none. One query for a page (one per
+    SEGMENTS_PER_QUERY fork owners beyond), reading only the branches forked at these
+    seqs.
 
     The choices at a fork point are the owner's own message there (if it has one) and
     every child branch forked there that holds a message, oldest first; switching to one
@@ -169,18 +230,25 @@ def alternatives_at(
         if index < len(segments) and segments[index].fork_seq < seq:
             segment = segments[index]
             where[seq] = (segment, _fork_point(segment, seq))
-    points = {point for _, point in where.values()}
+    # Each owner's own fork points: a page's children, never those of another page.
+    points: dict[UUID, set[int]] = {}
+    for _, (owner, fork_seq) in where.values():
+        points.setdefault(owner, set()).add(fork_seq)
     owners_needed = {
         owner for (segment, (owner, _)) in where.values() if owner != segment.branch_id
     }
-    condition = Q(parent_id__in={owner for owner, _ in points}, fork_seq__in={f for _, f in points})
-    if owners_needed:
-        condition |= Q(pk__in=owners_needed)
-    rows = list(Branch.objects.filter(condition).values(*BRANCH_FIELDS))
+    forks = [Q(parent_id=owner, fork_seq__in=seqs) for owner, seqs in points.items()]
+    by_id: dict[UUID, dict[str, Any]] = {}
+    for start in range(0, len(forks), SEGMENTS_PER_QUERY):
+        condition = Q(*forks[start : start + SEGMENTS_PER_QUERY], _connector=Q.OR)
+        if start == 0 and owners_needed:
+            condition |= Q(pk__in=owners_needed)
+        by_id.update(
+            (row["id"], row) for row in Branch.objects.filter(condition).values(*BRANCH_FIELDS)
+        )
     # Grouped once, so a page costs one pass over the rows, not one per message.
-    by_id = {row["id"]: row for row in rows}
     children: dict[tuple[UUID, int], list[dict[str, Any]]] = {}
-    for row in sorted(rows, key=lambda r: (r["created_at"], str(r["id"]))):
+    for row in sorted(by_id.values(), key=lambda r: (r["created_at"], str(r["id"]))):
         children.setdefault((row["parent_id"], row["fork_seq"]), []).append(row)
     return {
         seq: _choices(

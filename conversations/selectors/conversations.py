@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from accounts.models import User
-from accounts.sockets import SocketCredential, socket_credential_valid
+from accounts.sockets import SocketCredential, socket_credential_seconds_left
 from conversations import context
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message, Run
@@ -182,6 +182,16 @@ def run_followable(*, run_id: UUID | str, credential: SocketCredential) -> bool:
     """Whether the holder of `credential` may still follow the run's events: the
     credential holds (accounts.sockets: the key unrevoked, the session live, the user
     active) and the run is still one of the user's (deleting its conversation deletes it)."""
-    if not socket_credential_valid(credential=credential):
-        return False
-    return Run.objects.filter(pk=run_id, conversation__owner_id=credential.user_id).exists()
+    return run_follow_seconds_left(run_id=run_id, credential=credential) is not None
+
+
+def run_follow_seconds_left(*, run_id: UUID | str, credential: SocketCredential) -> float | None:
+    """None when the holder of `credential` may no longer follow the run (run_followable);
+    otherwise the seconds until the credential lapses by itself (a session's expiry), or
+    infinity."""
+    left = socket_credential_seconds_left(credential=credential)
+    if left is None:
+        return None
+    if not Run.objects.filter(pk=run_id, conversation__owner_id=credential.user_id).exists():
+        return None
+    return left

@@ -65,9 +65,9 @@ def search_hits(
     limit = max(1, min(int(limit), SEARCH_MAX))
     if not q:
         return []
-    matching = messages_matching(
-        Message.objects.filter(conversation__owner=user).select_related(None), q
-    )
+    # Not the messages of an import still storing its conversation, which is hidden.
+    mine = Message.objects.filter(conversation__owner=user, conversation__import_started_at=None)
+    matching = messages_matching(mine.select_related(None), q)
     if connection.vendor != "postgresql" or order == "newest":
         rows = list(
             matching.annotate(conversation_title=F("conversation__title")).order_by(

@@ -31,10 +31,11 @@ from conversations.services.governance import (
     conversations_unflag,
     user_delete,
 )
-from conversations.services.imports import conversation_import
+from conversations.services.imports import conversation_import, imports_abandoned_delete
 from conversations.services.message_batches import (
     conversation_create_with_messages,
     message_batch_append,
+    message_batch_pairing_problems,
     message_replace,
 )
 from conversations.services.messages import (
@@ -78,8 +79,10 @@ __all__ = [
     "conversations_purge",
     "conversations_unflag",
     "draft_edit_notice",
+    "imports_abandoned_delete",
     "message_append",
     "message_batch_append",
+    "message_batch_pairing_problems",
     "message_edit_prepare",
     "message_quota_take",
     "message_replace",

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message
-from conversations.selectors.branches import branch_get, path_last, path_messages
+from conversations.selectors.branches import branch_get, path_last, path_querysets
 from conversations.serializers import MESSAGE_FIELDS
 from conversations.services.common import raise_if
 from conversations.services.quotas import conversation_quota_check
@@ -40,7 +40,7 @@ def conversation_fork(
         )
     raise_if(_fork_split_problems(branch=branch, at_seq=at_seq))
 
-    source = path_messages(branch, after=0, last=at_seq).values(*COPIED_FIELDS)
+    sources = path_querysets(branch, after=0, last=at_seq)
     with transaction.atomic():
         conversation_quota_check(owner_id=conversation.owner_id)
         fork = Conversation.objects.create(
@@ -60,7 +60,8 @@ def conversation_fork(
         assert root is not None  # born with its root branch, at_seq messages long
         messages_bulk_insert(
             Message(conversation=fork, branch_id=root, copied=True, **row)
-            for row in source.iterator(chunk_size=BULK_BATCH)
+            for source in sources
+            for row in source.values(*COPIED_FIELDS).iterator(chunk_size=BULK_BATCH)
         )
     return fork
 
@@ -69,11 +70,11 @@ def _fork_split_problems(*, branch: Branch, at_seq: int) -> list[Problem]:
     last_assistant = path_last(branch, at_most=at_seq, role=Message.Role.ASSISTANT)
     if last_assistant is None or not last_assistant.tool_calls:
         return []
-    later = list(
-        path_messages(branch, after=last_assistant.seq, last=at_seq).values_list(
-            "role", "tool_call_id"
-        )
-    )
+    later = [
+        row
+        for rows in path_querysets(branch, after=last_assistant.seq, last=at_seq)
+        for row in rows.values_list("role", "tool_call_id")
+    ]
     # A user message after the calls closes the group: the run stopped without results
     # (the model input fills those in), so there is nothing left to separate.
     if any(role == Message.Role.USER for role, _ in later):

@@ -18,7 +18,13 @@ from accounts.models import User
 from conversations import notifications, validation
 from conversations.errors import Problem, RunActive
 from conversations.models import Branch, Conversation, Message, Run
-from conversations.selectors.branches import branch_active, path_messages, segment_owning
+from conversations.selectors.branches import (
+    branch_active,
+    path_call_rows,
+    path_open_calls,
+    path_querysets,
+    segment_owning,
+)
 from conversations.services.branches import branch_fork, branch_switch
 from conversations.services.common import raise_if
 from conversations.services.conversations import conversation_create
@@ -31,6 +37,7 @@ from conversations.services.messages import (
     stored_payload,
 )
 from conversations.services.quotas import message_quota_take
+from conversations.tool_pairing import OpenCalls
 from conversations.validation import title_from_message
 
 
@@ -63,6 +70,41 @@ def message_batch_problems(messages: Sequence[NewMessage]) -> list[Problem]:
     return problems
 
 
+def _touches_calls(messages: Sequence[NewMessage]) -> bool:
+    return any(
+        new.tool_calls or new.tool_call_id or new.role == Message.Role.TOOL for new in messages
+    )
+
+
+def _calls_read(calls: OpenCalls, messages: Sequence[NewMessage], *, path: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for index, new in enumerate(messages):
+        problems += calls.read(
+            role=new.role,
+            call_ids=[str(call.get("id") or "") for call in new.tool_calls],
+            tool_call_id=new.tool_call_id,
+            path=f"{path}[{index}]",
+        )
+    return problems
+
+
+def message_batch_pairing_problems(
+    *, branch: Branch | None, messages: Sequence[NewMessage], last: int | None = None
+) -> list[Problem]:
+    """`messages` appended after seq `last` of `branch`'s path (its end for None; no path
+    at all for no branch) under the rule every stored path keeps (tool_pairing.py): each
+    tool result answers a call still open there or made before it in `messages`. The
+    path is read only for a batch that calls tools or answers calls."""
+    if not _touches_calls(messages):
+        return []
+    calls = (
+        OpenCalls()
+        if branch is None
+        else path_open_calls(branch, last=branch.message_count if last is None else last)
+    )
+    return _calls_read(calls, messages, path="$.messages")
+
+
 def _run_active(conversation: Conversation) -> bool:
     return Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE_STATUSES).exists()
 
@@ -86,6 +128,12 @@ def message_batch_append(
         turns = [new for new in messages if new.role != Message.Role.SYSTEM]
         if turns and _run_active(conversation):
             raise RunActive()
+        if _touches_calls(messages):
+            raise_if(
+                message_batch_pairing_problems(
+                    branch=branch_target(locked=locked, branch_id=None), messages=messages
+                )
+            )
         for new in turns:
             if new.role == Message.Role.USER:
                 message_quota_take(user_id=conversation.owner_id)
@@ -166,6 +214,7 @@ def message_replace(
             or segment_owning(source, message.seq).branch_id != message.branch_id
         ):
             raise Message.DoesNotExist
+        raise_if(_replace_pairing_problems(source=source, message=message, replacement=replacement))
         branch = branch_fork(conversation=conversation, source=source, fork_seq=message.seq - 1)
         kept = 0
         if replacement is not None:
@@ -175,13 +224,17 @@ def message_replace(
                 shift=0,
                 rows=iter([_replacement_row(message, replacement)]),
             )
-        tail = path_messages(source, after=message.seq, last=source.message_count)
+        tail = path_querysets(source, after=message.seq, last=source.message_count)
         kept += _copies(
             conversation=conversation,
             branch=branch,
             # Without a replacement the rest moves up one seq, into the gap.
             shift=0 if replacement is not None else 1,
-            rows=tail.values(*COPIED_FIELDS).iterator(chunk_size=BULK_BATCH),
+            rows=(
+                row
+                for part in tail
+                for row in part.values(*COPIED_FIELDS).iterator(chunk_size=BULK_BATCH)
+            ),
         )
         branch.message_count = branch.fork_seq + kept
         Branch.objects.filter(pk=branch.pk).update(message_count=branch.message_count)
@@ -193,6 +246,45 @@ def message_replace(
         conversation.last_activity_at = now
         branch_switch(conversation=conversation, branch_id=branch.pk)
     return branch
+
+
+def _as_new(message: Message) -> NewMessage:
+    return NewMessage(
+        role=message.role, tool_calls=message.tool_calls, tool_call_id=message.tool_call_id
+    )
+
+
+def _replace_pairing_problems(
+    *, source: Branch, message: Message, replacement: NewMessage | None
+) -> list[Problem]:
+    """The path with `message` replaced must keep the tool-call rule where it held: a
+    result after it must not lose its call. Problems the path already had (rows stored
+    before the rule held) are left aside."""
+    changed = [replacement] if replacement is not None else []
+    if not _touches_calls([_as_new(message), *changed]):
+        return []
+    before = path_open_calls(source, last=message.seq - 1)
+    tail = list(path_call_rows(source, after=message.seq, last=source.message_count))
+
+    def found(calls: OpenCalls, head: list[NewMessage]) -> list[Problem]:
+        problems = _calls_read(calls, head, path="$.replacement")
+        for index, (role, call_ids, answered) in enumerate(tail):
+            problems += calls.read(
+                role=role, call_ids=call_ids, tool_call_id=answered, path=f"$.after[{index}]"
+            )
+        return problems
+
+    had = set(found(before.copy(), [_as_new(message)]))
+    new = [problem for problem in found(before, changed) if problem not in had]
+    if not new:
+        return []
+    return [
+        Problem(
+            "$",
+            f"taking it out would leave a later tool call or result unpaired ({new[0].message}); "
+            "take that one out first",
+        )
+    ]
 
 
 def _replacement_row(message: Message, new: NewMessage) -> dict[str, Any]:

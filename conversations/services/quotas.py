@@ -28,7 +28,8 @@ def conversation_quota_check(*, owner_id: int) -> None:
     if limit <= 0:
         return
     User.objects.select_for_update().filter(pk=owner_id).values_list("pk").first()
-    if Conversation.objects.filter(owner_id=owner_id).count() >= limit:
+    # Imports still storing theirs count too: each holds its place from its start.
+    if Conversation.with_imports.filter(owner_id=owner_id).count() >= limit:
         raise QuotaExceeded(
             CONVERSATION_QUOTA_EXCEEDED,
             f"You have reached the limit of {limit} conversations; delete one to start another.",

@@ -16,7 +16,10 @@ from conversations import notifications
 from conversations.errors import RunActive
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.services.common import raise_if
-from conversations.services.message_batches import message_batch_problems
+from conversations.services.message_batches import (
+    message_batch_pairing_problems,
+    message_batch_problems,
+)
 from conversations.services.messages import (
     NewMessage,
     branch_target,
@@ -37,13 +40,18 @@ def response_input_store(
 ) -> tuple[Branch, list[Message]]:
     """Inside the transaction that starts the run (the conversation locked as `locked`):
     `messages` appended to `branch` (the active one for None), each pointing at the run,
-    and that branch made the conversation's active one. Each user message counts against
-    the owner's daily quota (QuotaExceeded); the first names an untitled conversation."""
+    and that branch made the conversation's active one. Each tool result must answer a
+    call still open on that path or made before it in `messages` (ValidationFailed). Each
+    user message counts against the owner's daily quota (QuotaExceeded), an input of none
+    as one; the first names an untitled conversation."""
     raise_if(message_batch_problems(messages))
-    for new in messages:
-        if new.role == Message.Role.USER:
-            message_quota_take(user_id=conversation.owner_id)
     target = branch if branch is not None else branch_target(locked=locked, branch_id=None)
+    raise_if(message_batch_pairing_problems(branch=target, messages=messages))
+    # The run makes the model work even when its input holds no user message (tool
+    # outputs, an instruction alone): that counts as one turn.
+    turns = sum(1 for new in messages if new.role == Message.Role.USER)
+    for _ in range(max(turns, 1)):
+        message_quota_take(user_id=conversation.owner_id)
     rows = messages_append(
         conversation=conversation,
         messages=[_with_run(new, run_id) for new in messages],

@@ -132,6 +132,18 @@ BENCHES = [
             (rf"\| bomb inflating to 32 MiB \| [\d,]+ \| too_large \| {NUM} \|",),
             sqlite=False,
         )),
+        ("import_shapes", False, Bench(
+            "import_shapes", ("--scale", "0.002"),
+            "| shape | format |",
+            # Imported, exported both ways, paged, listed and switched: every cell measured.
+            tuple(
+                rf"\| {shape} \| {kind} \| {NUM} \| [\d,]+ \| [\d,]+ \| [\d,]+ \| {NUM} "
+                rf"\| [\d,]+ \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM} "
+                rf"\| ({NUM}|-) \| imported \|"
+                for shape, kind in (("one timestamp", "chatgpt"), ("staircase", "parley"),
+                                    ("open calls", "parley"))
+            ),
+        )),
     ]
 ]  # fmt: skip
 

@@ -19,3 +19,17 @@ def branch_ids_relabelled(document: dict[str, Any]) -> dict[str, Any]:
         if "branch_id" in message:
             message["branch_id"] = names.get(message["branch_id"])
     return document
+
+
+def export_comparable(document: dict[str, Any]) -> dict[str, Any]:
+    """An export minus what an import may change, as the format defines it: the ids (a
+    conversation's, its messages', the run and conversation they named; branches by
+    their order) and the export time."""
+    document = branch_ids_relabelled(document)
+    del document["exported_at"]
+    del document["conversation"]["id"]
+    del document["conversation"]["forked_from"]
+    for message in document["messages"]:
+        del message["id"]
+        del message["run_id"]
+    return document

@@ -1,5 +1,7 @@
 """The server-rendered pages, without a browser: who may see what, sign-up switch, API keys."""
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -158,7 +160,7 @@ def test_password_change(alice: Client, owner):
 
 
 def test_api_keys_page_shows_a_new_secret_once(alice: Client, owner):
-    response = alice.post("/accounts/api-keys/", {"name": "laptop script"})
+    response = alice.post("/accounts/api-keys/", {"name": "laptop script", "scopes": ["chat"]})
     key = ApiKey.objects.get(owner=owner)
     secret = response.context["secret"]
     assert secret.startswith(f"prl_{key.prefix}_")
@@ -167,6 +169,36 @@ def test_api_keys_page_shows_a_new_secret_once(alice: Client, owner):
     listing = alice.get("/accounts/api-keys/")
     assert b"laptop script" in listing.content
     assert secret.encode() not in listing.content
+
+
+def test_the_api_keys_page_offers_scopes_checked_as_the_default_and_lists_them(
+    alice: Client, owner
+):
+    page = alice.get("/accounts/api-keys/").content.decode()
+    for scope in ("chat", "read", "keys"):
+        assert f'type="checkbox" name="scopes" value="{scope}"' in page
+    checked = re.findall(r'<input type="checkbox" name="scopes" value="(\w+)"[^>]*checked', page)
+    assert sorted(checked) == ["chat", "read"]
+    alice.post("/accounts/api-keys/", {"name": "dashboard", "scopes": ["read"]})
+    alice.post("/accounts/api-keys/", {"name": "admin bot", "scopes": ["read", "keys"]})
+    assert {k.name: k.scopes for k in ApiKey.objects.filter(owner=owner)} == {
+        "dashboard": ["read"],
+        "admin bot": ["keys", "read"],
+    }
+    listing = alice.get("/accounts/api-keys/").content.decode()
+    rows = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in listing.split("<tr>")[2:]]
+    # Name, key, scopes, ...
+    assert {cells[0]: cells[2] for cells in rows} == {
+        "dashboard": "read",
+        "admin bot": "keys, read",
+    }
+
+
+def test_an_api_key_needs_a_scope(alice: Client, owner):
+    response = alice.post("/accounts/api-keys/", {"name": "none"})
+    assert response.status_code == 200
+    assert b"Choose at least one scope." in response.content
+    assert not ApiKey.objects.filter(owner=owner).exists()
 
 
 def test_an_api_key_needs_a_name(alice: Client, owner):

@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import PasswordChangeView
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
@@ -20,6 +21,7 @@ from django.views.decorators.http import require_POST
 from accounts import selectors as account_selectors
 from accounts import services as account_services
 from accounts.models import ApiKey, User
+from accounts.users import user_create
 from web.forms import ApiKeyForm, GuardedAdminPasswordChangeForm, SignupForm
 from web.security import strict_csp
 
@@ -62,9 +64,15 @@ def signup(request: HttpRequest) -> HttpResponse:
         return redirect("web:home")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("web:home")
+        try:
+            user = user_create(
+                username=form.cleaned_data["username"], password=form.cleaned_data["password1"]
+            )
+        except ValidationError as error:  # the name was taken since the form's check
+            form.add_error("username", error)
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("web:home")
     return render(request, "web/signup.html", {"form": form})
 
 
@@ -78,7 +86,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     secret = None
     if request.method == "POST" and form.is_valid():
         _, secret = account_services.api_key_create(
-            owner=request.user, name=form.cleaned_data["name"]
+            owner=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
         )
         form = ApiKeyForm()
     keys = account_selectors.api_key_list(owner=request.user)
@@ -94,5 +102,9 @@ def api_key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     except ApiKey.DoesNotExist:
         raise Http404("No such API key.") from None
     account_services.api_key_revoke(api_key=key)
-    messages.success(request, f"Revoked the key “{key.name}”. Programs using it are refused now.")
+    messages.success(
+        request,
+        f"Revoked the key “{key.name}” and the keys it created. Programs using them are "
+        "refused now.",
+    )
     return redirect("web:api-keys")

@@ -1,9 +1,10 @@
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
-from accounts.models import User
+from accounts.users import demo_user_ensure
 
 
 class Command(BaseCommand):
@@ -11,12 +12,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         username = settings.PARLEY_DEMO_USERNAME
-        user, created = User.objects.get_or_create(username=username)
-        # Staff and superuser so the demo login also opens the admin.
-        user.is_staff = True
-        user.is_superuser = True
-        user.is_active = True
-        user.set_password(settings.PARLEY_DEMO_PASSWORD)
-        user.save()
+        try:
+            _, created = demo_user_ensure(username=username, password=settings.PARLEY_DEMO_PASSWORD)
+        except ValidationError as error:
+            raise CommandError(f"Demo user {username!r}: {' '.join(error.messages)}") from None
         verb = "Created" if created else "Reset"
         self.stdout.write(f"{verb} demo user {username!r}.")

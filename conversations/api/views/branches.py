@@ -7,7 +7,6 @@ from typing import Any
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
 
 from conversations import selectors
 from conversations.api import serializers as s
@@ -19,8 +18,8 @@ from conversations.api.base import (
     page_response,
     valid_body,
 )
-from conversations.api.throttles import ModelThrottle
 from conversations.engine import message_edit, reply_regenerate
+from conversations.limits import model_work
 from conversations.models import Branch, Conversation, Message, Run
 from conversations.serializers import branch_payload, message_payload, run_payload
 
@@ -118,13 +117,7 @@ def _started(
     )
 
 
-class _StartsRun(ApiView):
-    # Both make the model work: the tighter budget applies, as for sending a message.
-    def get_throttles(self) -> list[BaseThrottle]:
-        return [*super().get_throttles(), ModelThrottle()]
-
-
-class RegenerateView(_StartsRun):
+class RegenerateView(ApiView):
     @extend_schema(
         operation_id="messages_regenerate",
         summary="Regenerate an assistant reply (starts a run on a new branch)",
@@ -140,6 +133,7 @@ class RegenerateView(_StartsRun):
             REGENERATED_EXAMPLE,
         ],
     )
+    @model_work
     @idempotent
     def post(self, request: Request, conversation_id: str, message_id: str) -> Response:
         conversation = conversation_for(request, conversation_id)
@@ -152,7 +146,7 @@ class RegenerateView(_StartsRun):
         return _started(conversation, branch, run)
 
 
-class EditView(_StartsRun):
+class EditView(ApiView):
     @extend_schema(
         operation_id="messages_edit",
         summary="Edit a user message (starts a run on a new branch)",
@@ -172,6 +166,7 @@ class EditView(_StartsRun):
             EDITED_EXAMPLE,
         ],
     )
+    @model_work
     @idempotent
     def post(self, request: Request, conversation_id: str, message_id: str) -> Response:
         conversation = conversation_for(request, conversation_id)

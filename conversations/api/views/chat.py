@@ -9,11 +9,9 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
 
 from conversations.api import serializers as s
 from conversations.api.base import ApiView, AsyncApiView, idempotent
-from conversations.api.throttles import ModelThrottle, UserThrottle
 from conversations.engine import (
     RESET_MESSAGES,
     ProviderError,
@@ -22,6 +20,7 @@ from conversations.engine import (
     stateless_chat,
 )
 from conversations.errors import MODEL_CALL_FAILED, ParleyError
+from conversations.limits import model_work
 from conversations.models import Run
 from conversations.serializers import run_payload
 
@@ -71,8 +70,6 @@ def _run_now(run: Run) -> dict[str, Any]:
 
 
 class ChatView(AsyncApiView):
-    throttle_classes = [UserThrottle, ModelThrottle]
-
     @extend_schema(
         operation_id="chat",
         summary="Chat in one call",
@@ -96,6 +93,7 @@ class ChatView(AsyncApiView):
             ),
         ],
     )
+    @model_work
     @idempotent
     async def post(self, request: Request) -> Response:
         conversation, run = await sync_to_async(_start)(request)
@@ -123,9 +121,6 @@ class StatelessChatView(ApiView):
     # Idempotency-Key is refused (409) instead of answered, and the model is not called.
     idempotency_keeps_answer = False
 
-    def get_throttles(self) -> list[BaseThrottle]:
-        return [*super().get_throttles(), ModelThrottle()]
-
     @extend_schema(
         operation_id="stateless_chat",
         summary="Chat without anything stored",
@@ -152,6 +147,7 @@ class StatelessChatView(ApiView):
             )
         ],
     )
+    @model_work
     @idempotent
     def post(self, request: Request) -> Response:
         serializer = s.StatelessChatIn(data=request.data)

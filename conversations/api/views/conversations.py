@@ -6,7 +6,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
 
 from conversations import selectors, services
 from conversations.api import serializers as s
@@ -19,9 +18,9 @@ from conversations.api.base import (
 )
 from conversations.api.base import conversation_for as _conversation
 from conversations.api.base import valid_body as _valid
-from conversations.api.throttles import ModelThrottle
 from conversations.api.views.branches import message_out
 from conversations.engine import run_start
+from conversations.limits import model_work
 from conversations.serializers import (
     conversation_payload,
     message_payload,
@@ -145,10 +144,6 @@ class ConversationDetailView(ApiView):
 
 
 class MessageListView(ApiView):
-    def get_throttles(self) -> list[BaseThrottle]:
-        throttles = super().get_throttles()
-        return [*throttles, ModelThrottle()] if self.request.method == "POST" else throttles
-
     @extend_schema(
         operation_id="messages_list",
         summary="Read messages in order",
@@ -206,6 +201,7 @@ class MessageListView(ApiView):
             ),
         ],
     )
+    @model_work
     @idempotent
     def post(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)

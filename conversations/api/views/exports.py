@@ -28,14 +28,17 @@ EXPORT_VERSIONS = {"1": 1, "2": 2}
 
 
 def _export_chunks(conversation: Conversation, format: str, version: int) -> Iterator[str]:
+    notice = ""
     if format == "json":
         chunks = exporting.export_json_chunks(conversation, version=version)
     elif format == "markdown":
         chunks = exporting.export_markdown_chunks(conversation)
+        notice = exporting.MARKDOWN_CUT
     else:
         chunks = exporting.export_jsonl_lines([conversation])
-    # A download must not break off because a stored text is not valid text.
-    return map(storable_text, chunks)
+    # A download must not break off because a stored text is not valid text, and one
+    # that fails part way ends, saying so where the format can.
+    return exporting.chunks_ended_cleanly(map(storable_text, chunks), notice=notice)
 
 
 async def _in_batches(chunks: Iterator[str], size: int = 100) -> AsyncIterator[str]:

@@ -55,6 +55,27 @@ def _time_up(waiter: "asyncio.Future[None]") -> None:
         waiter.set_result(None)
 
 
+class Alarm:
+    """Cuts a follower's wait for entries short: `ring()` on the follower's loop when the
+    follower must look up from its log (its caller is to be checked again)."""
+
+    __slots__ = ("_waiter", "rung")
+
+    def __init__(self) -> None:
+        self.rung = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def ring(self) -> None:
+        self.rung = True
+        if self._waiter is not None:
+            _time_up(self._waiter)
+
+    def take(self) -> bool:
+        """Whether it rang since the last call."""
+        rung, self.rung = self.rung, False
+        return rung
+
+
 class Subscription:
     """One follower's view of a log: the entries past `last_id`, in order."""
 
@@ -66,18 +87,21 @@ class Subscription:
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
 
-    async def entries(self, timeout: float) -> list[Any]:
+    async def entries(self, timeout: float, alarm: Alarm | None = None) -> list[Any]:
         """The entries that arrived since the last call, waiting up to `timeout` seconds
-        for some; [] when none came. Raises the error that stopped the hub."""
+        for some, or until `alarm` rings; [] when none came. Raises the error that
+        stopped the hub."""
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             # A stop that reached this follower as a Redis command of its own was already
             # answering was swallowed by the client: the command returned as if nothing
             # had come. Honoured here, before a long wait would keep the follower alive.
             raise asyncio.CancelledError
-        if not self._entries and self._error is None:
+        if not self._entries and self._error is None and not (alarm and alarm.rung):
             loop = asyncio.get_running_loop()
             waiter = self._waiter = loop.create_future()
+            if alarm is not None:
+                alarm._waiter = waiter
             # A bare timer, not asyncio.wait_for: this runs once per event per follower.
             timer = loop.call_later(timeout, _time_up, waiter)
             try:
@@ -85,6 +109,8 @@ class Subscription:
             finally:
                 timer.cancel()
                 self._waiter = None
+                if alarm is not None:
+                    alarm._waiter = None
         if self._error is not None:
             raise self._error
         entries, self._entries = self._entries, []

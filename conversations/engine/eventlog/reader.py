@@ -13,7 +13,7 @@ from typing import Any, overload
 import redis
 
 from conversations.engine.eventlog.connections import async_client, redis_client
-from conversations.engine.eventlog.hub import follow_hub
+from conversations.engine.eventlog.hub import Alarm, follow_hub
 from conversations.engine.eventlog.keys import (
     DEFAULT_BLOCK_MS,
     ENVELOPE,
@@ -159,6 +159,7 @@ def events_follow(
     block_ms: int = DEFAULT_BLOCK_MS,
     timeout: float | None = None,
     idle: None = None,
+    alarm: None = None,
 ) -> AsyncGenerator[Event]: ...
 
 
@@ -170,7 +171,20 @@ def events_follow(
     block_ms: int = DEFAULT_BLOCK_MS,
     timeout: float | None = None,
     idle: float,
+    alarm: None = None,
 ) -> AsyncGenerator[Event | None]: ...
+
+
+@overload
+def events_follow(
+    run_id: RunId,
+    *,
+    after: int | None = None,
+    block_ms: int = DEFAULT_BLOCK_MS,
+    timeout: float | None = None,
+    idle: float | None = None,
+    alarm: Alarm,
+) -> AsyncGenerator[Event | Alarm | None]: ...
 
 
 async def events_follow(
@@ -180,10 +194,13 @@ async def events_follow(
     block_ms: int = DEFAULT_BLOCK_MS,
     timeout: float | None = None,
     idle: float | None = None,
-) -> AsyncGenerator[Event | None]:
+    alarm: Alarm | None = None,
+) -> AsyncGenerator[Event | Alarm | None]:
     """`events_read` for asyncio; with `idle`, also None each time that many seconds pass
     without an event while following live (a tick of silence, counted without a task per
-    event). Transports use follow.run_follow, which retries and keeps alive around it."""
+    event); with `alarm`, the alarm itself when it rang while following live (it cuts the
+    wait short; the reader takes it). Transports use follow.run_follow, which retries,
+    keeps alive and checks its caller around it."""
     if idle is not None and not idle > 0:
         raise ValueError("idle must be a positive number of seconds")
     cursor = _Cursor.start(after, block_ms, timeout)
@@ -207,9 +224,11 @@ async def events_follow(
             if idle is not None:
                 tick_ms = math.ceil((quiet_since + idle - time.monotonic()) * 1000)
                 wait = max(1, min(wait, tick_ms))
-            events = cursor.take(await subscription.entries(wait / 1000))
+            events = cursor.take(await subscription.entries(wait / 1000, alarm))
             for event in events:
                 yield event
+            if alarm is not None and alarm.rung:
+                yield alarm
             if idle is None:
                 continue
             now = time.monotonic()

@@ -108,9 +108,9 @@ def storable_event(event: StreamEvent) -> StreamEvent:
     if isinstance(event, TextDelta):
         return TextDelta(storable_text(event.text))
     if isinstance(event, ToolCallStarted):
-        return replace(event, call_id=_call_id(event.call_id), name=_tool_name(event.name))
+        return replace(event, call_id=call_id_storable(event.call_id), name=_tool_name(event.name))
     if isinstance(event, ToolCallArgumentsDelta):
-        return ToolCallArgumentsDelta(_call_id(event.call_id), storable_text(event.delta))
+        return ToolCallArgumentsDelta(call_id_storable(event.call_id), storable_text(event.delta))
     if isinstance(event, UsageReported):
         return replace(event, details=storable_json(event.details))
     if isinstance(event, ReasoningDelta):
@@ -122,7 +122,8 @@ def storable_event(event: StreamEvent) -> StreamEvent:
     return Finished(storable_text(event.reason))
 
 
-def _call_id(call_id: str) -> str:
+def call_id_storable(call_id: str) -> str:
+    """A call id as it is streamed and stored: storable text, cut to its column."""
     return storable_text(call_id)[: validation.TOOL_CALL_ID_MAX]
 
 

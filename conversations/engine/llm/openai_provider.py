@@ -22,7 +22,7 @@ import random
 import re
 import time
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -134,7 +134,7 @@ class OpenAIProvider:
         legacy = server in _SERVERS_WANTING_MAX_TOKENS  # it wants `max_tokens`
         attempt = 0
         while True:
-            translator = ChunkTranslator()
+            translator = ChunkTranslator(taken_call_ids=_call_ids(messages))
             started = False  # an event reached the caller: from then on, never retry
             try:
                 async with self._open(model, messages, tools, generation, legacy) as response:
@@ -366,3 +366,11 @@ def _describe(error: openai.APIError) -> str:
     if isinstance(error, openai.APIStatusError):
         return f"HTTP {error.status_code}"
     return type(error).__name__
+
+
+def _call_ids(messages: list[dict[str, Any]]) -> Iterator[str]:
+    """The ids of the calls in the history sent, which a new call must not take."""
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                yield call["id"]

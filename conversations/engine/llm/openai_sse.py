@@ -30,6 +30,7 @@ from conversations.engine.llm.base import (
     ToolCallArgumentsDelta,
     ToolCallStarted,
     UsageReported,
+    call_id_storable,
 )
 from conversations.engine.llm.provider_fields import FIELDS_MAX
 from conversations.validation import storable_json, storable_text
@@ -163,7 +164,9 @@ class ChunkTranslator:
     token is still retried, and a stopped reply keeps the fields it had so far.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, taken_call_ids: Iterable[str] = ()) -> None:
+        # Ids already in the conversation sent, and those given in this reply, as stored.
+        self._call_ids = {call_id_storable(call_id) for call_id in taken_call_ids}
         self._calls_by_index: dict[int, _PendingCall] = {}
         self._announced = 0
         self._last_index = 0
@@ -262,12 +265,25 @@ class ChunkTranslator:
         if arguments:
             call.buffered_arguments.append(arguments)
         if call.name:
-            call.call_id = call.server_id or f"call_{uuid.uuid4().hex}"
+            call.call_id = self._call_id_unique(call.server_id)
             yield ToolCallStarted(index=self._announced, call_id=call.call_id, name=call.name)
             self._announced += 1
             if call.buffered_arguments:
                 yield ToolCallArgumentsDelta(call.call_id, "".join(call.buffered_arguments))
                 call.buffered_arguments.clear()
+
+    def _call_id_unique(self, server_id: str | None) -> str:
+        """The server's id for a new call, unless it names a call already in the
+        conversation or in this reply (some servers number calls from 0 on every reply,
+        or repeat an id): results find their calls by id, so a repeated one would answer
+        the wrong call and leave a history no import takes. Such a call, like one the
+        server left unnamed, gets a fresh id, which is what is streamed and stored."""
+        if server_id and call_id_storable(server_id) not in self._call_ids:
+            call_id = server_id
+        else:
+            call_id = f"call_{uuid.uuid4().hex}"
+        self._call_ids.add(call_id_storable(call_id))
+        return call_id
 
 
 def _usage_event(usage: dict[str, Any]) -> UsageReported:

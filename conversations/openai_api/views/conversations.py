@@ -34,11 +34,14 @@ def _metadata(value: Any) -> dict[str, str]:
 class ConversationsView(OpenAIView):
     def post(self, request: Request) -> Response:
         body = body_object(request, allowed={"metadata", "items"})
-        conversation, _ = services.conversation_create_with_messages(
-            owner=request.user,  # type: ignore[arg-type]
-            metadata=_metadata(body.get("metadata")),
-            messages=new_messages(body.get("items")),
-        )
+        metadata = _metadata(body.get("metadata"))
+        read = new_messages(body.get("items"))
+        with read.named():
+            conversation, _ = services.conversation_create_with_messages(
+                owner=request.user,  # type: ignore[arg-type]
+                metadata=metadata,
+                messages=read.messages,
+            )
         return Response(conversation_object(conversation))
 
 

@@ -40,9 +40,9 @@ class ItemsView(OpenAIView):
                 param="items",
                 code="missing_required_parameter",
             )
-        rows = services.message_batch_append(
-            conversation=conversation, messages=new_messages(body["items"], at_least=1)
-        )
+        read = new_messages(body["items"], at_least=1)
+        with read.named():
+            rows = services.message_batch_append(conversation=conversation, messages=read.messages)
         items = [item for row in rows for item in message_items(selectors.message_row(row))]
         return Response(item_list(items, has_more=False))
 

@@ -15,10 +15,17 @@ from rest_framework.response import Response
 
 from accounts.models import ApiKey
 from accounts.sockets import SocketCredential
-from config.async_db import db_call
 from conversations import selectors, services
-from conversations.engine import eventlog, response_start, response_unstored, run_cancel
+from conversations.engine import (
+    eventlog,
+    response_start,
+    response_unstored,
+    run_cancel,
+    run_follow_as,
+    run_follow_as_sync,
+)
 from conversations.errors import EVENTS_EXPIRED, NotFound
+from conversations.limits import model_work
 from conversations.models import Run
 from conversations.openai_api import ids
 from conversations.openai_api.base import (
@@ -32,7 +39,6 @@ from conversations.openai_api.errors import OpenAIError, invalid, quoted
 from conversations.openai_api.responses_in import ALLOWED, response_request
 from conversations.openai_api.responses_out import input_items, response_head, response_object
 from conversations.openai_api.stream import ResponseEvents, openai_events, sse_frame
-from conversations.throttles import ModelThrottle, UserThrottle
 
 KEEP_ALIVE = ": keep-alive\n\n"
 
@@ -65,32 +71,19 @@ def _sse(frames: Iterable[str] | AsyncIterator[str]) -> StreamingHttpResponse:
 
 def _follow(request: Request, run: Run, *, after: int | None) -> StreamingHttpResponse:
     """The run's OpenAI events past `after`, replayed from its log, then live until the
-    run ends (eventlog.run_follow: a Redis restart ridden out, keep-alives at silences,
-    the end of the caller's key or of the run noticed there). Under ASGI an async stream
-    (no thread held while it waits); under WSGI the same follower, from this thread.
+    run ends (engine.run_follow_as: a Redis restart ridden out, keep-alives at silences,
+    the end of the run noticed there, the end of the caller's key at once). Under ASGI an
+    async stream (no thread held while it waits); under WSGI the same follower, from this
+    thread.
     A stream that cannot go on ends without its last event: the client resumes with
     `starting_after`."""
     frames = _Frames(head=response_head(run), after=after)
-    run_id = str(run.pk)
     api_key = cast(ApiKey, request.auth)  # OpenAIView's only way in
     credential = SocketCredential(user_id=api_key.owner_id, api_key_id=api_key.pk)
-    keepalive = settings.PARLEY_STREAM_KEEPALIVE_SECONDS
     _release_connections()
     if isinstance(request._request, ASGIRequest):
-
-        async def still_allowed() -> bool:
-            return await db_call(selectors.run_followable)(run_id=run_id, credential=credential)
-
-        follower = eventlog.run_follow(run_id, keepalive=keepalive, still_allowed=still_allowed)
-        return _sse(frames.from_async(follower))
-
-    def still_allowed_here() -> bool:
-        try:
-            return selectors.run_followable(run_id=run_id, credential=credential)
-        finally:
-            _release_connections()
-
-    items = eventlog.run_follow_sync(run_id, keepalive=keepalive, still_allowed=still_allowed_here)
+        return _sse(frames.from_async(run_follow_as(run.pk, credential=credential)))
+    items = run_follow_as_sync(run.pk, credential=credential, checked=_release_connections)
     return _sse(frames.from_sync(items))
 
 
@@ -147,8 +140,7 @@ def _wait(run: Run) -> dict[str, Any]:
 
 
 class ResponsesView(OpenAIView):
-    throttle_classes = [UserThrottle, ModelThrottle]
-
+    @model_work
     def post(self, request: Request) -> Any:
         parsed = response_request(body_object(request, allowed=ALLOWED))
         conversation = previous = None
@@ -158,22 +150,24 @@ class ResponsesView(OpenAIView):
             previous = response_for(request, parsed.previous_response_id)
         user = request.user
         if not parsed.store:
-            run, events = response_unstored(
+            with parsed.input.named():
+                run, events = response_unstored(
+                    user=user,  # type: ignore[arg-type]
+                    ask=parsed.ask,
+                    conversation=conversation,
+                    previous=previous,
+                )
+            out = list(openai_events(response_head(run), events))
+            if parsed.stream:
+                return _sse(sse_frame(event) for event in out)
+            return Response(out[-1]["response"])
+        with parsed.input.named():
+            run = response_start(
                 user=user,  # type: ignore[arg-type]
                 ask=parsed.ask,
                 conversation=conversation,
                 previous=previous,
             )
-            out = list(openai_events(response_head(run), events))
-            if parsed.stream:
-                return _sse(sse_frame(event) for event in out)
-            return Response(out[-1]["response"])
-        run = response_start(
-            user=user,  # type: ignore[arg-type]
-            ask=parsed.ask,
-            conversation=conversation,
-            previous=previous,
-        )
         if parsed.stream:
             return _follow(request, run, after=None)
         if parsed.background:

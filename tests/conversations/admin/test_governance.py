@@ -86,10 +86,18 @@ def test_purge_command_days_option_and_refusal_when_off(ages, settings):
 
 def test_beat_task_purges_only_when_retention_is_set(ages, settings):
     settings.PARLEY_RETENTION_DAYS = 0
-    assert tasks.conversations_purge() == {"conversations": 0, "messages": 0}
+    assert tasks.conversations_purge() == {
+        "conversations": 0,
+        "messages": 0,
+        "abandoned_imports": 0,
+    }
     assert Conversation.objects.count() == 4
     settings.PARLEY_RETENTION_DAYS = 30
-    assert tasks.conversations_purge() == {"conversations": 2, "messages": 8}
+    assert tasks.conversations_purge() == {
+        "conversations": 2,
+        "messages": 8,
+        "abandoned_imports": 0,
+    }
     assert Conversation.objects.count() == 2
 
 

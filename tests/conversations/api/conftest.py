@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from accounts import services as account_services
-from accounts.models import User
+from accounts.models import ALL_SCOPES, User
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,10 +26,11 @@ def _throttles_fresh(fresh_throttles: None) -> None:
 
 @pytest.fixture
 def with_key() -> Callable[[User], APIClient]:
-    """A client sending a fresh API key of `user` as a Bearer token."""
+    """A client sending a fresh API key of `user` as a Bearer token, with every scope."""
 
     def make(user: User) -> APIClient:
-        _, secret = account_services.api_key_create(owner=user, name="tests")
+        scopes = sorted(ALL_SCOPES)
+        _, secret = account_services.api_key_create(owner=user, name="tests", scopes=scopes)
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
         return client

@@ -239,7 +239,7 @@ def test_password_guessing_is_cut_off_after_ten_failures(owner):
     right.credentials(HTTP_AUTHORIZATION="Basic " + _basic("alice", "pw-alice-123"))
     assert right.get("/api/v1/api-keys/").status_code == 429
     # ...while the account's API keys keep working.
-    _, secret = account_services.api_key_create(owner=owner, name="k")
+    _, secret = account_services.api_key_create(owner=owner, name="k", scopes=["keys"])
     keyed = APIClient()
     keyed.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert keyed.get("/api/v1/api-keys/").status_code == 200

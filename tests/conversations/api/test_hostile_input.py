@@ -200,7 +200,7 @@ def test_wrong_types_on_a_conversation_are_refused(api, conversation, method, su
             "/api/v1/stateless/chat/",
             {"messages": [{"role": "user", "content": "x", "name": "n"}]},
         ),
-        ("post", "/api/v1/api-keys/", {"name": "ci", "scopes": ["all"]}),
+        ("post", "/api/v1/api-keys/", {"name": "ci", "expires_at": "2030-01-01"}),
     ],
 )
 def test_unknown_fields_are_an_error_naming_them(api, conversation, method, path, body):

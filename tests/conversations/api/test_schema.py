@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from schemathesis import checks
 
 from accounts import services as account_services
-from accounts.models import User
+from accounts.models import ALL_SCOPES, User
 
 pytestmark = pytest.mark.django_db
 
@@ -91,7 +91,8 @@ CHECKS = [
 @pytest.fixture
 def bearer(db) -> dict[str, str]:
     user = User.objects.create_user(username="fuzzer", password="pw-fuzzer-123")
-    _, secret = account_services.api_key_create(owner=user, name="schemathesis")
+    every = sorted(ALL_SCOPES)
+    _, secret = account_services.api_key_create(owner=user, name="schemathesis", scopes=every)
     return {"Authorization": f"Bearer {secret}"}
 
 

@@ -15,6 +15,7 @@ from conversations.engine import eventlog
 from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Run
 from conversations.serializers import run_payload
+from tests.support.sse import live_run, logged_in, sse_events, sse_parse
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -32,30 +33,6 @@ def finished_run(conversation) -> tuple[Run, list[dict[str, Any]]]:
     writer.flush()
     writer.emit("run.completed", run=run_payload(run))
     return run, eventlog.events_all(str(run.pk))
-
-
-async def sse_events(response) -> list[dict[str, Any]]:
-    body = b"".join([chunk async for chunk in response.streaming_content]).decode()
-    return sse_parse(body)
-
-
-def sse_parse(body: str) -> list[dict[str, Any]]:
-    got = []
-    for block in body.split("\n\n"):
-        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
-        fields = dict(line.split(": ", 1) for line in lines if ": " in line)
-        if "data" in fields:
-            event = json.loads(fields["data"])
-            assert int(fields["id"]) == event["sequence_number"]
-            assert fields["event"] == event["type"]
-            got.append(event)
-    return got
-
-
-async def logged_in(user) -> AsyncClient:
-    client = AsyncClient()
-    await client.aforce_login(user)
-    return client
 
 
 async def test_the_owner_reads_every_event_and_the_stream_ends(conversation, owner):
@@ -222,13 +199,6 @@ async def test_the_stream_is_served_asynchronously(conversation, owner):
 
 
 # --- ends that never came -----------------------------------------------------------------
-
-
-def live_run(conversation) -> Run:
-    """A run in progress whose log has only its first event."""
-    run = Run.objects.create(conversation=conversation, status="in_progress")
-    eventlog.EventWriter.open(str(run.pk)).emit("run.created", run=run_payload(run))
-    return run
 
 
 @pytest.mark.parametrize("beyond", [0, 1, 500, 10**30])

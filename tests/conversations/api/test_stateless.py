@@ -156,10 +156,29 @@ def _states() -> dict[str, str]:
         ),
         "version-1 format": old_format,
         "deep json": _raw_encrypted(("[" * 100_000 + "]" * 100_000).encode()),
+        # The rule every stored path keeps: a call is answered once.
+        "answered twice": stateless.state_encode(
+            provider="echo",
+            user_id=owner_id(),
+            messages=[
+                {"role": "user", "content": "old"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": "c1", "name": "calculator", "arguments": "{}"}],
+                },
+                {"role": "tool", "content": "1", "tool_call_id": "c1"},
+                {"role": "tool", "content": "1 again", "tool_call_id": "c1"},
+            ],
+        ),
     }
 
 
-EXPECTED = {"version-1 format": "unsupported_version", "deep json": "invalid_json"}
+EXPECTED = {
+    "version-1 format": "unsupported_version",
+    "deep json": "invalid_json",
+    "answered twice": "corrupted_messages",
+}
 
 
 @pytest.mark.parametrize(
@@ -175,6 +194,7 @@ EXPECTED = {"version-1 format": "unsupported_version", "deep json": "invalid_jso
             "too_large",
             "version-1 format",
             "deep json",
+            "answered twice",
         ]
     ),
 )

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 from django.db.models import JSONField
+from django.test import Client
+from django.urls import reverse
 
 from accounts import services as account_services
-from accounts.models import ApiKey
+from accounts.models import ApiKey, User
 from conversations import engine, services
 from conversations.errors import ValidationFailed
 from conversations.models import Conversation, Message, Run
@@ -22,14 +24,11 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
 MARK = "LEGACY"
 
 
-def _unstorable(value: Any) -> Any:
-    if value == MARK:
-        return "x\ud800y\x00"
-    if isinstance(value, dict):
-        return {("k\udfff" if k == MARK else k): _unstorable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unstorable(item) for item in value]
-    return value
+def _unstorable(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    # The escapes SQLite keeps inside a JSON column: a lone surrogate, a NUL.
+    return raw.replace(f'"{MARK}":', '"k\\udfff":').replace(f'"{MARK}"', '"x\\ud800y\\u0000"')
 
 
 @pytest.fixture
@@ -39,7 +38,7 @@ def legacy_rows(monkeypatch) -> None:
     original = JSONField.from_db_value
 
     def from_db_value(self: JSONField, value: Any, expression: Any, connection: Any) -> Any:
-        return _unstorable(original(self, value, expression, connection))
+        return original(self, _unstorable(value), expression, connection)
 
     monkeypatch.setattr(JSONField, "from_db_value", from_db_value)
 
@@ -241,3 +240,42 @@ def test_an_import_with_json_no_body_may_carry_is_invalid_json(api, owner, splic
     assert error["code"] == "invalid_json"
     assert error["details"]["problems"][0]["path"].startswith(path)
     assert Conversation.objects.count() == before
+
+
+def test_stored_unstorable_text_never_breaks_pages_or_the_other_doors(owner, legacy_rows):
+    # Every other way to read the same rows: the chat page, the admin's pages and
+    # transcript, and /openai/v1/.
+    conversation = services.conversation_create(owner=owner, title="Old", metadata={MARK: MARK})
+    message_append(
+        conversation=conversation,
+        message=NewMessage(
+            role=Message.Role.ASSISTANT,
+            content="see the call",
+            tool_calls=[{"id": MARK, "name": MARK, "arguments": "{}"}],
+            provider_payload={"finish_reason": MARK},
+        ),
+    )
+    browser = Client()
+    browser.force_login(owner)
+    root = User.objects.create_superuser(username="root", password="pw", email="r@example.com")
+    admin = Client()
+    admin.force_login(root)
+    _, secret = account_services.api_key_create(owner=owner, name="reader")
+    program = Client(headers={"authorization": f"Bearer {secret}"})
+    change = reverse("admin:conversations_conversation_change", args=[conversation.pk])
+    transcript = reverse("admin:conversations_conversation_transcript", args=[conversation.pk])
+    pages = [
+        (browser, f"/chat/{conversation.pk}/"),
+        (admin, change),
+        (admin, transcript),
+        (admin, reverse("admin:conversations_conversation_changelist")),
+        (program, f"/openai/v1/conversations/{conversation.pk}"),
+        (program, f"/openai/v1/conversations/{conversation.pk}/items"),
+    ]
+    for client, url in pages:
+        response = client.get(url)
+        assert response.status_code == 200, url
+        body = response.content.decode("utf-8")
+        assert "\x00" not in body, url
+        assert "\\ud800" not in body, url
+        assert "\\udfff" not in body, url

@@ -146,22 +146,37 @@ async def test_logging_out_closes_that_sessions_sockets_only(conversation, owner
     await key_ws.disconnect()
 
 
-@pytest.mark.parametrize(
-    "frame",
-    [
-        {"type": "message.create", "content": "still here?"},
-        {"type": "draft.update", "draft": "changed"},
-        {"type": "run.cancel"},
-        {"type": "subscribe", "run_id": "00000000-0000-0000-0000-000000000000"},
-    ],
-    ids=lambda frame: frame["type"],
-)
+NOWHERE = "00000000-0000-0000-0000-000000000000"
+
+# One frame of each type a client may send; the test below fails when a type is added
+# to the consumer without a line here.
+EVERY_FRAME = [
+    {"type": "message.create", "content": "still here?"},
+    {"type": "message.regenerate", "message_id": NOWHERE},
+    {"type": "message.edit", "message_id": NOWHERE, "content": "changed"},
+    {"type": "branch.switch", "message_id": NOWHERE},
+    {"type": "run.cancel"},
+    {"type": "subscribe", "run_id": NOWHERE},
+    {"type": "draft.update", "draft": "changed"},
+    {"type": "ping"},
+]
+
+
+def test_every_frame_type_is_tried_after_a_revocation():
+    handled = set(consumers.ConversationConsumer()._handlers())
+    assert {frame["type"] for frame in EVERY_FRAME} == handled
+
+
+@pytest.mark.parametrize("frame", EVERY_FRAME, ids=lambda frame: frame["type"])
 async def test_a_frame_after_a_silent_revocation_does_nothing(conversation, owner, frame):
-    # Revoked without any notice to the sockets (a bulk UPDATE): the frame checks itself.
+    # Revoked without any notice to the sockets (a bulk UPDATE): the frame checks itself,
+    # a ping included, and gets no answer but the close.
     ws, key = await key_socket(owner, conversation.pk)
     await sync_to_async(ApiKey.objects.filter(pk=key.pk).update)(revoked_at="2026-01-01T00:00Z")
     await ws.send_json_to(frame)
-    await assert_closed(ws)
+    # Nothing answered (no pong, no error that would tell a revoked key about the
+    # conversation): the close is the next thing the client receives.
+    assert await ws.receive_output(timeout=WITHIN) == {"type": "websocket.close", "code": 4401}
     stored = await sync_to_async(Conversation.objects.get)(pk=conversation.pk)
     assert stored.draft == ""
     assert await sync_to_async(Message.objects.filter(conversation=conversation).count)() == 0

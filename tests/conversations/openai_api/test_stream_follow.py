@@ -182,3 +182,75 @@ async def test_a_redis_restart_mid_stream_is_ridden_out_under_asgi(
         assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Still here."
     finally:
         await sync_to_async(connections.close_all)()
+
+
+# --- the caller's key ended: at once, keep-alives far apart ----------------------------------
+
+PROMPTLY = 3.0  # well within the keep-alive interval below
+
+
+@pytest.mark.django_db(transaction=True)  # notices go out after commit
+@pytest.mark.parametrize("how", ["revoked", "user deactivated"])
+def test_the_keys_end_ends_the_stream_at_once_under_wsgi(
+    wsgi_app, owner, conversation, settings, how
+):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 60
+    run = live_run(conversation)
+    key, http = key_and_client(wsgi_app, owner)
+    later(10, lambda: reply_write(run, "Too late."))
+    ended_at = []
+
+    def end_the_key() -> None:
+        if how == "revoked":
+            account_services.api_key_revoke(api_key=key)
+        else:
+            owner.is_active = False
+            owner.save(update_fields=["is_active"])
+        ended_at.append(time.monotonic())
+
+    body = read_after_first_event(http, run, end_the_key)
+
+    assert time.monotonic() - ended_at[0] < PROMPTLY
+    assert [event["type"] for event in events_in(body)] == ["response.created"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_keys_revocation_leaves_the_stream_open_under_wsgi(
+    wsgi_app, owner, conversation, settings
+):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 60
+    run = live_run(conversation)
+    _, http = key_and_client(wsgi_app, owner)
+    other, _ = account_services.api_key_create(owner=owner, name="other")
+
+    def revoke_the_other_then_reply() -> None:
+        account_services.api_key_revoke(api_key=other)
+        later(1, lambda: reply_write(run, "Still here."))
+
+    body = read_after_first_event(http, run, revoke_the_other_then_reply)
+
+    events = events_in(body)
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Still here."
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_revoking_the_key_ends_the_stream_at_once_under_asgi(conversation, owner, settings):
+    settings.PARLEY_STREAM_KEEPALIVE_SECONDS = 60
+    run = await sync_to_async(live_run)(conversation)
+    key, secret = await sync_to_async(account_services.api_key_create)(owner=owner, name="k")
+    revoked_at = []
+
+    async def revoke_soon() -> None:
+        await asyncio.sleep(0.5)
+        await sync_to_async(account_services.api_key_revoke)(api_key=key)
+        revoked_at.append(time.monotonic())
+
+    revoking = asyncio.ensure_future(revoke_soon())
+    try:
+        body = await asgi_stream(run, secret, limit=0.5 + PROMPTLY)
+        await revoking
+        assert time.monotonic() - revoked_at[0] < PROMPTLY
+        assert [event["type"] for event in events_in(body)] == ["response.created"]
+    finally:
+        await sync_to_async(connections.close_all)()

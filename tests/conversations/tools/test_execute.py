@@ -267,7 +267,7 @@ def test_events_reach_emit_from_the_callers_thread_even_if_emit_fails(registry):
 def test_a_failing_tool_inside_a_transaction_leaves_it_usable(registry, owner):
     @tool
     def duplicate(context: ToolContext) -> str:
-        User.objects.create_user(username=owner.username)  # unique violation
+        User(username=owner.username).save()  # the database refuses it: unique violation
         return "unreachable"
 
     result = run("duplicate", {}, enabled=["duplicate"])

@@ -334,3 +334,180 @@ def test_an_unexpected_error_reaches_the_sync_caller(run_id, monkeypatch):
 async def test_the_sync_face_refuses_to_block_an_event_loop(run_id):
     with pytest.raises(RuntimeError, match="use run_follow"):
         next(run_follow_sync(run_id))
+
+
+# --- checks called for early: a notice, a permission that lapses ---------------------------
+
+
+class Notices:
+    """A recheck source as the doors' (accounts.stream_notices): `notify()` from any thread
+    calls for a check on the follower's loop while it listens."""
+
+    def __init__(self) -> None:
+        self.listening: list[tuple[asyncio.AbstractEventLoop, Any]] = []
+        self.entered = threading.Event()
+        self.left = threading.Event()
+
+    def __call__(self, on_notice: Any) -> Any:
+        notices = self
+
+        class Listening:
+            async def __aenter__(self) -> None:
+                notices.listening.append((asyncio.get_running_loop(), on_notice))
+                notices.entered.set()
+
+            async def __aexit__(self, *exc: object) -> None:
+                notices.listening.clear()
+                notices.left.set()
+
+        return Listening()
+
+    def notify(self) -> None:
+        for loop, on_notice in list(self.listening):
+            loop.call_soon_threadsafe(on_notice)
+
+
+async def test_a_notice_calls_for_a_check_at_once_not_at_the_next_keep_alive(run_id):
+    await asyncio.to_thread(started, run_id)
+    notices, answers = Notices(), [True, False]
+    asked: list[float] = []
+
+    async def still_allowed() -> bool:
+        asked.append(time.monotonic())
+        return answers[len(asked) - 1]
+
+    follower = run_follow(run_id, keepalive=60, still_allowed=still_allowed, recheck=notices)
+    later(0.5, notices.notify)
+    begun = time.monotonic()
+    got = await collect(follower, limit=5)
+
+    # Once on listening (a notice sent before went to nobody), once at the notice.
+    assert len(asked) == 2
+    assert 0.4 < asked[1] - begun < 1.5
+    assert sequences(got) == [0, 1]
+    assert KEEP_ALIVE not in got
+    assert notices.left.is_set()  # it stopped listening
+
+
+async def test_a_notice_while_events_stream_is_checked_before_the_next_event(run_id):
+    writer = await asyncio.to_thread(started, run_id)
+    notices, allowed = Notices(), True
+
+    async def still_allowed() -> bool:
+        return allowed
+
+    def stream() -> None:
+        for number in range(100):
+            writer.message_delta("m", f"w{number} ")
+            time.sleep(0.02)
+        writer.emit(RUN_COMPLETED, run={"id": run_id})
+
+    follower = run_follow(run_id, keepalive=60, still_allowed=still_allowed, recheck=notices)
+    later(0, stream)
+    got: list[Any] = []
+    async for item in follower:
+        got.append(item)
+        if len(got) == 10:
+            allowed = False  # revoked mid-reply, and the notice sent
+            notices.notify()
+    assert 10 <= len(got) < 20  # the reply had 103 events
+
+
+async def test_many_events_ask_nothing_without_a_notice(run_id):
+    writer = await asyncio.to_thread(started, run_id, 200)
+    writer.emit(RUN_COMPLETED, run={"id": run_id})
+    asked: list[float] = []
+
+    async def still_allowed() -> bool:
+        asked.append(time.monotonic())
+        return True
+
+    got = await collect(
+        run_follow(run_id, keepalive=60, still_allowed=still_allowed, recheck=Notices())
+    )
+    assert len(sequences(got)) == 203
+    assert len(asked) == 1  # the one check on listening
+
+
+async def test_a_permission_that_lapses_is_asked_about_again_when_it_does(run_id):
+    """A session's expiry: the answer says how long it holds, and the follower asks again
+    then, not at the next keep-alive."""
+    await asyncio.to_thread(started, run_id)
+    answers: list[bool | float] = [0.4, 0.3, False]
+    asked: list[float] = []
+
+    async def still_allowed() -> bool | float:
+        asked.append(time.monotonic())
+        return answers[len(asked) - 1]
+
+    begun = time.monotonic()
+    follower = run_follow(run_id, keepalive=60, still_allowed=still_allowed, recheck=Notices())
+    got = await collect(follower, limit=5)
+
+    assert len(asked) == 3
+    assert 0.35 < asked[1] - asked[0] < 1.0
+    assert 0.25 < asked[2] - asked[1] < 1.0
+    assert time.monotonic() - begun < 2
+    assert sequences(got) == [0, 1]
+
+
+async def test_a_lapse_past_the_next_keep_alive_is_left_to_that_check(run_id):
+    await asyncio.to_thread(started, run_id)
+    asked: list[float] = []
+
+    async def still_allowed() -> bool | float:
+        asked.append(time.monotonic())
+        return len(asked) < 3 and 3600.0
+
+    got = await collect(
+        run_follow(run_id, keepalive=0.2, still_allowed=still_allowed, recheck=Notices())
+    )
+    assert len(asked) == 3  # on listening, then at two silences
+    assert got[2:] == [KEEP_ALIVE]
+
+
+async def test_a_recheck_needs_still_allowed(run_id):
+    with pytest.raises(ValueError, match="give still_allowed"):
+        run_follow(run_id, keepalive=1, recheck=Notices())
+
+
+def test_the_sync_face_hears_notices_too_and_asks_on_the_callers_thread(run_id):
+    started(run_id)
+    notices = Notices()
+    threads: list[int] = []
+
+    def still_allowed() -> bool:
+        threads.append(threading.get_ident())
+        return len(threads) < 2
+
+    def notify_once_listening() -> None:
+        notices.entered.wait(5)
+        time.sleep(0.3)
+        notices.notify()
+
+    later(0, notify_once_listening)
+    begun = time.monotonic()
+    got = list(run_follow_sync(run_id, keepalive=60, still_allowed=still_allowed, recheck=notices))
+
+    assert time.monotonic() - begun < 2
+    assert threads == [threading.get_ident()] * 2
+    assert got == events_all(run_id)
+    assert notices.left.wait(5)
+
+
+def test_the_sync_face_asks_again_when_the_permission_lapses(run_id):
+    started(run_id)
+    answers: list[bool | float] = [0.3, False]
+    asked: list[float] = []
+
+    def still_allowed() -> bool | float:
+        asked.append(time.monotonic())
+        return answers[len(asked) - 1]
+
+    got = list(
+        run_follow_sync(run_id, keepalive=60, still_allowed=still_allowed, recheck=Notices())
+    )
+
+    assert len(asked) == 2
+    assert 0.25 < asked[1] - asked[0] < 1.0
+    assert got == events_all(run_id)
