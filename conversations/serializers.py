@@ -1,4 +1,4 @@
-"""The one place a conversation, a message or a run becomes a dict: the API's responses,
+"""The one place a conversation, a message, a run or a file becomes a dict: the API's responses,
 the run events, the notifications and the export (formats/exporting.py) all build on these.
 """
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from conversations.models import Conversation, Message, Run
+from conversations.models import Conversation, Message, Run, StoredFile
 from conversations.validation import usage_known
 
 # The columns a message's dict is made from: a page of the API reads just these
@@ -160,3 +160,17 @@ def message_row_payload(row: Mapping[str, Any]) -> dict[str, Any]:
         "conversation_id": str(row["conversation_id"]),
         "alternatives": row.get("alternatives"),
     }
+
+
+def file_payload(file: StoredFile) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "id": str(file.id),
+        "filename": file.filename,
+        "content_type": file.content_type,
+        "size": file.size,
+        "sha256": file.sha256,
+        "created_at": _time(file.created_at),
+    }
+    if file.width is not None:
+        payload["width"], payload["height"] = file.width, file.height
+    return payload

@@ -69,3 +69,9 @@ def conversations_purge() -> dict[str, int]:
         "messages": result.messages,
         "abandoned_imports": abandoned,
     }
+
+
+@shared_task(name="conversations.tasks.files_orphans_sweep")
+def files_orphans_sweep() -> dict[str, int]:
+    """Uploaded files no message uses, older than PARLEY_FILE_ORPHAN_SECONDS, with their bytes."""
+    return {"files": services.files_orphans_sweep()}

@@ -120,6 +120,20 @@ def protocol_checked(
     protocol_violations_fail(violations)
 
 
+@pytest.fixture(autouse=True)
+def file_storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Uploaded files' bytes go to a directory of this test's own."""
+    root = tmp_path_factory.mktemp("media")
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "files": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(root), "base_url": None},
+        },
+    }
+    return root
+
+
 @pytest.fixture
 def fresh_throttles() -> None:
     """Throttle counters are keyed by user id, and SQLite reuses the ids of rolled-back

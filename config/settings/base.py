@@ -8,6 +8,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.channel_layers import channel_layers_config
 from config.settings.env import env_bool, env_float, env_int, env_list, env_str
+from config.settings.files import *  # noqa: F403 (storage and uploaded files)
+from config.settings.files import FILES_BEAT_SCHEDULE
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -155,10 +157,6 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-}
 
 # --- Redis-protocol server: broker, event log (and later the channel layer) -----------------
 # Without REDIS_URL, `make run` starts an embedded Valkey on this port (see
@@ -207,6 +205,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "conversations.tasks.conversations_purge",
         "schedule": float(env_int("PARLEY_RETENTION_PURGE_SECONDS", 3600)),
     },
+    **FILES_BEAT_SCHEDULE,
 }
 
 # --- Operations: /healthz, /readyz, /metrics (config/ops.py) --------------------------------

@@ -9,6 +9,14 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Each test gets a directory of its own (the `file_storage` fixture of tests/conftest.py).
+    "files": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {
+            "location": env_str("PARLEY_MEDIA_ROOT") or str(BASE_DIR / "var" / "test-media"),
+            "base_url": None,
+        },
+    },
 }
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

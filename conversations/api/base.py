@@ -46,7 +46,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class ApiView(APIView):
     """A DRF view with a request body limit."""
 
-    def body_limit(self) -> int:
+    def body_limit(self) -> int | None:
+        """The largest body read whole; None for a view that streams its body and limits
+        it as it reads (an upload)."""
         limit: int = settings.PARLEY_API_MAX_BODY_BYTES
         return limit
 
@@ -62,7 +64,11 @@ class ApiView(APIView):
                     [Problem(path, reason)], message=f"Query parameter {path!r} {reason}."
                 )
         limit = self.body_limit()
-        if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
+        if (
+            limit is not None
+            and request.method in ("POST", "PUT", "PATCH")
+            and len(request.body) > limit
+        ):
             raise ParleyError(
                 REQUEST_TOO_LARGE,
                 f"The request body is {len(request.body)} bytes; the limit is {limit}.",

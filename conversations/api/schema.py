@@ -93,8 +93,8 @@ _COMMON_ERRORS = {
 }
 _WRITE_ERRORS = {
     "409": "Conflicts with the current state (a run is active, a key in flight).",
-    "413": "Request body too large.",
-    "415": "Unsupported media type: send JSON.",
+    "413": "Request body (or uploaded file) too large, or a storage quota reached.",
+    "415": "Unsupported media type: send JSON (or, for an upload, a file of an accepted type).",
     "422": "Idempotency-Key reused with a different request.",
 }
 

@@ -8,6 +8,7 @@ from conversations.api.views import (
     chat,
     conversations,
     exports,
+    files,
     imports,
     runs,
     search,
@@ -78,6 +79,9 @@ urlpatterns = [
     path("api-keys/", api_keys.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", api_keys.ApiKeyDetailView.as_view(), name="api-key"),
     path("tools/", tools.ToolListView.as_view(), name="tools"),
+    path("files/", files.FileListView.as_view(), name="files"),
+    path("files/<str:file_id>/", files.FileDetailView.as_view(), name="file"),
+    path("files/<str:file_id>/content", files.FileContentView.as_view(), name="file-content"),
     # Anything else under /api/v1/ is a JSON 404, never an HTML page.
     re_path(r"^.*$", api_not_found),
 ]

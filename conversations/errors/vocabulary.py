@@ -124,6 +124,25 @@ IDEMPOTENCY_ANSWER_GONE = _entry(
     "What this request's answer showed has been deleted since, and the answer with it.",
 )
 
+# --- files ----------------------------------------------------------------------------------
+
+FILE_TOO_LARGE = _entry("file_too_large", 413, "The file is larger than the limit.")
+UNSUPPORTED_FILE_TYPE = _entry(
+    "unsupported_file_type",
+    415,
+    "This type of file is not accepted: send an image (PNG, JPEG, GIF, WebP), a PDF or "
+    "UTF-8 text (plain, Markdown, CSV, JSON).",
+)
+IMAGE_TOO_LARGE = _entry("image_too_large", 400, "The image has more pixels than the limit.")
+FILE_QUOTA_EXCEEDED = _entry(
+    "file_quota_exceeded",
+    413,
+    "Your files take all the storage you are allowed; delete some to upload more.",
+)
+FILE_IN_USE = _entry(
+    "file_in_use", 409, "A message uses this file; delete the message (or its conversation) first."
+)
+
 # --- the server -----------------------------------------------------------------------------
 
 # A model call made inside the request failed; `details.reason` is the run error code.

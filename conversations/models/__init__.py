@@ -1,6 +1,6 @@
 """The conversations app's models, one module per capability: conversations with their
 branches, messages and runs (`conversations.py`), the audit trail (`audit.py`), the daily
-counters (`usage.py`). Import them from here."""
+counters (`usage.py`), uploaded files and attachments (`files.py`). Import them from here."""
 
 from conversations.models.audit import AuditAction, AuditEvent
 from conversations.models.conversations import (
@@ -15,11 +15,13 @@ from conversations.models.conversations import (
     RunStatus,
     default_tools,
 )
+from conversations.models.files import Attachment, StoredFile
 from conversations.models.usage import DailyMessageCount, UsageDay
 
 __all__ = [
     "RUN_ACTIVE_STATUSES",
     "RUN_TERMINAL_STATUSES",
+    "Attachment",
     "AuditAction",
     "AuditEvent",
     "Branch",
@@ -30,6 +32,7 @@ __all__ = [
     "MessageRole",
     "Run",
     "RunStatus",
+    "StoredFile",
     "UsageDay",
     "default_tools",
 ]

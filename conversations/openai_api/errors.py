@@ -89,6 +89,11 @@ OPENAI: dict[ErrorCode, OpenAIShape] = {
     codes.IDEMPOTENCY_KEY_REUSED: OpenAIShape(422),
     codes.IDEMPOTENCY_ANSWER_NOT_KEPT: OpenAIShape(409, retry=False),
     codes.IDEMPOTENCY_ANSWER_GONE: OpenAIShape(410),
+    codes.FILE_TOO_LARGE: OpenAIShape(413),
+    codes.UNSUPPORTED_FILE_TYPE: OpenAIShape(415),
+    codes.IMAGE_TOO_LARGE: OpenAIShape(400),
+    codes.FILE_QUOTA_EXCEEDED: OpenAIShape(413),
+    codes.FILE_IN_USE: OpenAIShape(409, retry=False),
     codes.MODEL_CALL_FAILED: OpenAIShape(502, type=SERVER),
     codes.SERVER_ERROR: OpenAIShape(
         500, type=SERVER, alias=None, message="The server had an error processing your request."

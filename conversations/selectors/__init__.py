@@ -36,6 +36,7 @@ from conversations.selectors.conversations import (
     run_get,
     run_get_for_user,
 )
+from conversations.selectors.files import file_get, file_list
 from conversations.selectors.moderation import (
     DayUsage,
     TranscriptLine,
@@ -81,6 +82,8 @@ __all__ = [
     "conversation_get",
     "conversation_list",
     "conversation_model_input",
+    "file_get",
+    "file_list",
     "history_tail",
     "message_get",
     "message_page",

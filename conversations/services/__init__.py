@@ -21,6 +21,14 @@ from conversations.services.conversations import (
     conversation_delete,
     conversation_update,
 )
+from conversations.services.file_staging import FileStager, StagedFile, file_stage
+from conversations.services.files import (
+    file_delete,
+    file_store,
+    files_orphans_sweep,
+    files_owner_forget,
+    files_storage,
+)
 from conversations.services.forks import conversation_fork
 from conversations.services.governance import (
     PurgeResult,
@@ -56,8 +64,10 @@ __all__ = [
     "UNSET",
     "ChatGPTImportReport",
     "ChatGPTImportResult",
+    "FileStager",
     "NewMessage",
     "PurgeResult",
+    "StagedFile",
     "audit_record",
     "audit_record_many",
     "audit_search_record",
@@ -79,6 +89,12 @@ __all__ = [
     "conversations_purge",
     "conversations_unflag",
     "draft_edit_notice",
+    "file_delete",
+    "file_stage",
+    "file_store",
+    "files_orphans_sweep",
+    "files_owner_forget",
+    "files_storage",
     "imports_abandoned_delete",
     "message_append",
     "message_batch_append",

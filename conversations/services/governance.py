@@ -22,6 +22,7 @@ from conversations import notifications
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import AuditEvent, Conversation, Run
 from conversations.services.audit import audit_record_many
+from conversations.services.files import files_owner_forget
 from conversations.services.runs import runs_end_with_conversations
 
 PAGE = 500
@@ -139,14 +140,16 @@ def conversations_delete(
 
 def user_delete(*, actor: User | None, user: User) -> int:
     """Delete a user and everything they own, fast: their conversations page by page (each
-    deletion audited), then the account (API keys and counters go with it). Audit events
-    the user wrote as a moderator stay, with the actor cleared and the username kept."""
+    deletion audited), then the account (API keys, counters and files go with it, the
+    files' bytes after the commit). Audit events the user wrote as a moderator stay, with
+    the actor cleared and the username kept."""
     with transaction.atomic():
         deleted = conversations_delete(
             actor=actor,
             queryset=Conversation.objects.filter(owner=user),
             reason=f"account {user.get_username()!r} deleted",
         )
+        files_owner_forget(owner_id=user.pk)
         user.delete()
     return deleted
 

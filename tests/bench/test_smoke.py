@@ -126,6 +126,12 @@ BENCHES = [
             (rf"\| step: take the lease \| {NUM} \| {NUM} \| -?{NUM} \| 1 \| \d+ / \d+ \| "
              rf"(keep raw|ORM) \|",),
         )),
+        ("files", False, Bench(
+            "files", ("--size-mib", "1", "--repeats", "2"),
+            "| file | size MiB |",
+            (rf"\| png \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM}x \| {NUM}x \| {NUM} "
+             rf"\| (PASS|FAIL) \|",),
+        )),
         ("stateless", False, Bench(
             "stateless", ("--repeats", "2", "--bombs", "16,32"),
             "| state | state size KiB |",

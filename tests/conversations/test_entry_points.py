@@ -24,6 +24,7 @@ from conversations.limits import makes_model_work
 from tests.support.entry_points import (
     ANY,
     EXPORT,
+    UPLOAD,
     Call,
     Exercise,
     World,
@@ -100,6 +101,13 @@ HTTP: dict[tuple[str, str], Exercise] = {
         Call("DELETE", "/api/v1/api-keys/{key}/")
     ),
     ("api/v1/tools/", "GET"): exercise(Call("GET", "/api/v1/tools/")),
+    ("api/v1/files/", "GET"): exercise(Call("GET", "/api/v1/files/")),
+    ("api/v1/files/", "POST"): exercise(Call("POST", "/api/v1/files/", UPLOAD)),
+    ("api/v1/files/<str:file_id>/", "GET"): exercise(Call("GET", "/api/v1/files/{file}/")),
+    ("api/v1/files/<str:file_id>/", "DELETE"): exercise(Call("DELETE", "/api/v1/files/{file}/")),
+    ("api/v1/files/<str:file_id>/content", "GET"): exercise(
+        Call("GET", "/api/v1/files/{file}/content")
+    ),
     ("api/v1/^.*$", ANY): exercise(Call("GET", "/api/v1/nowhere/"), spends=False),
     ("api/schema/", "GET"): exercise(Call("GET", "/api/schema/")),
     ("api/docs/", "GET"): exercise(Call("GET", "/api/docs/")),

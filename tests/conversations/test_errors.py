@@ -66,6 +66,7 @@ NOT_RETRIED = {
     "idempotency_answer_not_kept",
     "conversation_quota_exceeded",
     "message_quota_exceeded",
+    "file_in_use",
 }
 
 

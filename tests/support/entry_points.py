@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
@@ -21,8 +22,16 @@ from conversations.consumers import ConversationConsumer
 from conversations.engine import eventlog
 from conversations.formats import exporting
 from conversations.limits import makes_model_work
-from conversations.models import Branch, Conversation, DailyMessageCount, Message, Run
+from conversations.models import (
+    Branch,
+    Conversation,
+    DailyMessageCount,
+    Message,
+    Run,
+    StoredFile,
+)
 from conversations.serializers import run_payload
+from tests.support.files import file_make
 
 # A plain view answers every method alike: one entry point whatever the method.
 ANY = "ANY"
@@ -96,6 +105,8 @@ class Call:
 
 
 EXPORT = object()
+# The body UPLOAD is a multipart upload of a small text file as `file`.
+UPLOAD = object()
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,7 @@ def exercise(*calls: Any, invalid: Any = None, spends: bool = True) -> Exercise:
 @dataclass
 class World:
     """The owner's things every entry point is exercised on: a conversation holding one
-    finished turn (whose run is also a response), and a spare API key."""
+    finished turn (whose run is also a response), a spare API key and a file."""
 
     conversation: Conversation
     ids: dict[str, str]
@@ -143,6 +154,7 @@ def world_build(owner: User) -> World:
     writer.emit("run.created", run=run_payload(run))
     writer.emit("run.completed", run=run_payload(run))
     key, _ = account_services.api_key_create(owner=owner, name="spare")
+    stored = file_make(owner, b"A note about cats.", "note.txt")
     conversation.refresh_from_db()
     ids = {
         "conversation": str(conversation.pk),
@@ -154,6 +166,7 @@ def world_build(owner: User) -> World:
         "conv": f"conv_{conversation.pk.hex}",
         "resp": f"resp_{run.pk.hex}",
         "item": f"msg_{user.pk.hex}",
+        "file": str(stored.pk),
     }
     export = "".join(exporting.export_json_chunks(conversation))
     return World(conversation=conversation, ids=ids, export=export)
@@ -174,6 +187,9 @@ def http_call(client: APIClient, call: Call, world: World) -> Any:
     path = filled(call.path, world.ids)
     if call.body is None:
         return client.generic(call.method, path)
+    if call.body is UPLOAD:
+        part = SimpleUploadedFile("upload.txt", b"Uploaded words.", content_type="text/plain")
+        return client.post(path, {"file": part}, format="multipart")
     body = world.export if call.body is EXPORT else json.dumps(filled(call.body, world.ids))
     return client.generic(call.method, path, body, content_type="application/json")
 
@@ -187,6 +203,7 @@ def stored() -> tuple[Any, ...]:
         list(Run.objects.order_by("pk").values_list("pk", "status")),
         list(ApiKey.objects.order_by("pk").values_list("pk", "revoked_at")),
         list(DailyMessageCount.objects.values_list("user_id", "day", "messages")),
+        list(StoredFile.objects.order_by("pk").values_list("pk", flat=True)),
     )
 
 

@@ -21,6 +21,7 @@ from conversations.formats import exporting
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import run_payload
 from tests.support.api import error_of
+from tests.support.files import file_make, upload
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
 
@@ -35,6 +36,7 @@ class World:
     conversation: Conversation
     run: Run
     key_id: str
+    file_id: str
     export: bytes
     clients: dict[str, APIClient] = field(default_factory=dict)
 
@@ -58,6 +60,7 @@ def world(owner, outsider, as_user, with_key, settings) -> World:
     key, _ = account_services.api_key_create(owner=owner, name="laptop")
     revoked, revoked_secret = account_services.api_key_create(owner=owner, name="old")
     account_services.api_key_revoke(api_key=revoked)
+    stored = file_make(owner, b"the launch code is swordfish", "secret.txt")
     revoked_client = APIClient()
     revoked_client.credentials(HTTP_AUTHORIZATION=f"Bearer {revoked_secret}")
     return World(
@@ -66,6 +69,7 @@ def world(owner, outsider, as_user, with_key, settings) -> World:
         conversation=conversation,
         run=run,
         key_id=str(key.pk),
+        file_id=str(stored.pk),
         export="".join(exporting.export_json_chunks(conversation)).encode(),
         clients={
             "owner_session": as_user(owner),
@@ -115,6 +119,11 @@ MATRIX: dict[tuple[str, str], Case] = {
     ("post", "/api/v1/api-keys/"): Case(201, 201, {"name": "ci"}),
     ("delete", "/api/v1/api-keys/{key_id}/"): Case(204, 404),
     ("get", "/api/v1/tools/"): Case(200, 200),
+    ("get", "/api/v1/files/"): Case(200, 200),
+    ("post", "/api/v1/files/"): Case(201, 201, "upload"),
+    ("get", "/api/v1/files/{file_id}/"): Case(200, 404),
+    ("delete", "/api/v1/files/{file_id}/"): Case(204, 404),
+    ("get", "/api/v1/files/{file_id}/content"): Case(200, 404),
 }
 
 
@@ -144,6 +153,7 @@ def _url(path: str, world: World) -> str:
         run_id=world.run.pk,
         key_id=world.key_id,
         message_id=message.pk,
+        file_id=world.file_id,
     )
     return url + "?q=swordfish" if url.endswith("/search/") else url
 
@@ -151,6 +161,8 @@ def _url(path: str, world: World) -> str:
 def _call(client: APIClient, method: str, url: str, body: Any, world: World) -> Any:
     if body == "export":
         return client.post(url, world.export, content_type="application/json")
+    if body == "upload":
+        return upload(client, b"A new file.", "new.txt")
     if body is None:
         return getattr(client, method)(url)
     data = json.loads(json.dumps(body).replace("{cid}", str(world.conversation.pk)))

@@ -11,13 +11,17 @@ TASK_NAMES = {
     "conversations.tasks.run_step",
     "conversations.tasks.runs_watchdog",
     "conversations.tasks.conversations_purge",
+    "conversations.tasks.files_orphans_sweep",
 }
 
 
 def test_task_names_and_beat_entries_are_the_ones_workers_know():
-    assert {tasks.run_step.name, tasks.runs_watchdog.name, tasks.conversations_purge.name} == (
-        TASK_NAMES
-    )
+    assert {
+        tasks.run_step.name,
+        tasks.runs_watchdog.name,
+        tasks.conversations_purge.name,
+        tasks.files_orphans_sweep.name,
+    } == TASK_NAMES
     assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} <= TASK_NAMES
     assert tasks.run_step.name == dispatch.STEP_TASK
 

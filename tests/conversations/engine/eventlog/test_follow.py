@@ -403,13 +403,15 @@ async def test_a_notice_while_events_stream_is_checked_before_the_next_event(run
         writer.emit(RUN_COMPLETED, run={"id": run_id})
 
     follower = run_follow(run_id, keepalive=60, still_allowed=still_allowed, recheck=notices)
-    later(0, stream)
+    writing = later(0, stream)
     got: list[Any] = []
     async for item in follower:
         got.append(item)
         if len(got) == 10:
             allowed = False  # revoked mid-reply, and the notice sent
             notices.notify()
+    # The reply is written to its end, so its events land in this test and no later one.
+    await asyncio.to_thread(writing.join)
     assert 10 <= len(got) < 20  # the reply had 103 events
 
 
