@@ -60,6 +60,13 @@ class Alternatives(_Shape):
     branch_ids: list[Id]
 
 
+class Attachment(_Shape):
+    id: Id
+    filename: str
+    content_type: str
+    size: int
+
+
 class Message(_Shape):
     id: Id
     conversation_id: Id | None  # None for a reply kept nowhere
@@ -77,6 +84,7 @@ class Message(_Shape):
     run_id: Id | None
     usage: dict[str, Any] | None
     provider_payload: dict[str, Any] | None
+    attachments: list[Attachment]
     alternatives: Alternatives | None
 
 

@@ -123,13 +123,18 @@ def run_payload(run: Run) -> dict[str, Any]:
 
 
 def message_payload(
-    message: Message, *, alternatives: dict[str, Any] | None = None
+    message: Message,
+    *,
+    alternatives: dict[str, Any] | None = None,
+    attachments: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A stored message as clients see it: the export's shape plus its conversation and
-    its alternatives (`{"index", "count", "branch_ids"}`, or None where it has none)."""
+    """A stored message as clients see it: the export's shape plus its conversation, its
+    files (`attachments`: `attachment_payload`s the caller read; none by default) and its
+    alternatives (`{"index", "count", "branch_ids"}`, or None where it has none)."""
     return {
         **message_export_dict(message),
         "conversation_id": str(message.conversation_id),
+        "attachments": list(attachments or []),
         "alternatives": alternatives,
     }
 
@@ -154,11 +159,23 @@ def conversation_payload(conversation: Conversation) -> dict[str, Any]:
 
 
 def message_row_payload(row: Mapping[str, Any]) -> dict[str, Any]:
-    """`message_payload` from a MESSAGE_FIELDS row (with its `alternatives`, if read)."""
+    """`message_payload` from a MESSAGE_FIELDS row (with its `alternatives` and
+    `attachments`, if read)."""
     return {
         **_message_dict(row),
         "conversation_id": str(row["conversation_id"]),
+        "attachments": list(row.get("attachments") or []),
         "alternatives": row.get("alternatives"),
+    }
+
+
+def attachment_payload(file: StoredFile) -> dict[str, Any]:
+    """A file as a message carries it."""
+    return {
+        "id": str(file.id),
+        "filename": file.filename,
+        "content_type": file.content_type,
+        "size": file.size,
     }
 
 

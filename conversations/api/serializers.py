@@ -6,7 +6,6 @@ from typing import Any
 
 from rest_framework import serializers
 
-from accounts.models import Scope
 from conversations import validation
 from conversations.api.strict import (
     StrictBooleanField,
@@ -77,7 +76,20 @@ def _client_id() -> StrictCharField:
 
 
 class MessageIn(ContentIn):
+    content = _text(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The message text (Markdown); may be empty when files are attached.",
+    )
     client_id = _client_id()
+    attachments = serializers.ListField(
+        child=StrictCharField(),
+        required=False,
+        help_text="Ids of your files (`files/`) the message carries, in order: distinct, "
+        "at most PARLEY_FILE_MAX_PER_MESSAGE (default 10). An id that is not one of your "
+        "files answers 404.",
+    )
 
 
 class MessageCreateIn(MessageIn):
@@ -132,22 +144,6 @@ class StatelessChatIn(StrictSerializer):
     )
 
 
-_SCOPES_HELP = (
-    "`read`: every read; `chat`: every write and model call, with `read`; `keys`: manage API keys."
-)
-
-
-class ApiKeyIn(StrictSerializer):
-    name = StrictCharField(max_length=100)
-    scopes = serializers.ListField(
-        child=StrictChoiceField(choices=Scope.choices),
-        required=False,
-        allow_empty=False,
-        help_text=f"{_SCOPES_HELP} Default `chat` and `read`, as far as the caller holds them; "
-        "a key grants only scopes it holds (else 403 `insufficient_scope`).",
-    )
-
-
 class NoFieldsIn(StrictSerializer):
     """A request that takes no fields: anything sent is an unknown field."""
 
@@ -173,6 +169,13 @@ class AlternativesOut(serializers.Serializer):
     )
 
 
+class AttachmentOut(serializers.Serializer):
+    id = serializers.UUIDField(help_text="The file's id (`files/{id}/content` has its bytes).")
+    filename = serializers.CharField()
+    content_type = serializers.CharField()
+    size = serializers.IntegerField(min_value=0)
+
+
 class MessageOut(serializers.Serializer):
     id = serializers.UUIDField()
     conversation_id = serializers.UUIDField()
@@ -195,6 +198,7 @@ class MessageOut(serializers.Serializer):
     run_id = serializers.UUIDField(allow_null=True)
     usage = serializers.JSONField(allow_null=True)
     provider_payload = serializers.JSONField(allow_null=True)
+    attachments = AttachmentOut(many=True, help_text="The files in the message, in order.")
     alternatives = AlternativesOut(
         allow_null=True,
         help_text="Where an edit or a regeneration made other versions of this message: "
@@ -345,29 +349,6 @@ class StatelessChatOut(serializers.Serializer):
     )
 
 
-class ApiKeyOut(serializers.Serializer):
-    id = serializers.UUIDField()
-    name = serializers.CharField()
-    prefix = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    last_used_at = serializers.DateTimeField(allow_null=True)
-    revoked_at = serializers.DateTimeField(allow_null=True)
-    scopes = serializers.ListField(
-        child=serializers.ChoiceField(choices=Scope.choices), help_text=_SCOPES_HELP
-    )
-    created_by_key_id = serializers.UUIDField(
-        allow_null=True, help_text="The key that created this one; revoking it revokes this."
-    )
-
-
-class ApiKeyCreatedOut(ApiKeyOut):
-    key = serializers.CharField(
-        allow_null=True,
-        help_text="The whole secret. Shown this once, never again: null in a repeat of the "
-        "request with the same Idempotency-Key.",
-    )
-
-
 class ToolOut(serializers.Serializer):
     name = serializers.CharField()
     description = serializers.CharField()
@@ -391,5 +372,4 @@ ConversationPage = page_of(ConversationOut, "ConversationPage")
 MessagePage = page_of(MessageOut, "MessagePage")
 BranchPage = page_of(BranchOut, "BranchPage")
 SearchPage = page_of(SearchHitOut, "SearchPage")
-ApiKeyPage = page_of(ApiKeyOut, "ApiKeyPage")
 ToolPage = page_of(ToolOut, "ToolPage")

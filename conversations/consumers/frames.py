@@ -147,10 +147,12 @@ class FrameHandlers:
     @limits.model_work
     @needs(CHAT)
     async def _message_create(self, frame: Frame) -> None:
-        content = _text(frame, "content")
+        content = _text(frame, "content", required=False)
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
-        _, run = await _run_start(self.credential, self.conversation, content, client_id)
+        _, run = await _run_start(
+            self.credential, self.conversation, content, client_id, frame.get("attachments")
+        )
         self._follow_started(run)
 
     @limits.model_work
@@ -166,11 +168,16 @@ class FrameHandlers:
     @needs(CHAT)
     async def _message_edit(self, frame: Frame) -> None:
         message_id = _text(frame, "message_id")
-        content = _text(frame, "content")
+        content = _text(frame, "content", required=False)
         client_id = _text(frame, "client_id", required=False)
         assert self.conversation is not None
         run = await _message_edit(
-            self.credential, self.conversation, message_id, content, client_id
+            self.credential,
+            self.conversation,
+            message_id,
+            content,
+            client_id,
+            frame.get("attachments"),
         )
         self._follow_started(run)
 
@@ -232,10 +239,16 @@ def _credential_holds(credential: SocketCredential | None) -> None:
 
 @db_call
 def _run_start(
-    credential: SocketCredential | None, conversation: Conversation, content: str, client_id: str
+    credential: SocketCredential | None,
+    conversation: Conversation,
+    content: str,
+    client_id: str,
+    attachments: Any,
 ) -> tuple[Any, Run]:
     _credential_holds(credential)
-    return run_start(conversation=conversation, content=content, client_id=client_id)
+    return run_start(
+        conversation=conversation, content=content, client_id=client_id, attachments=attachments
+    )
 
 
 @db_call
@@ -254,10 +267,15 @@ def _message_edit(
     message_id: str,
     content: str,
     client_id: str,
+    attachments: Any,
 ) -> Run:
     _credential_holds(credential)
     _, _, run = message_edit(
-        conversation=conversation, message_id=message_id, content=content, client_id=client_id
+        conversation=conversation,
+        message_id=message_id,
+        content=content,
+        client_id=client_id,
+        attachments=attachments,
     )
     return run
 

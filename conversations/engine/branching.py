@@ -1,6 +1,7 @@
 """Edits and regenerations: a new branch and the run that answers on it, in one
 transaction (services/branches.py makes the branch, runs.run_begin the run)."""
 
+from typing import Any
 from uuid import UUID
 
 from conversations import selectors
@@ -28,10 +29,16 @@ def reply_regenerate(
 
 
 def message_edit(
-    *, conversation: Conversation, message_id: UUID | str, content: str, client_id: str = ""
+    *,
+    conversation: Conversation,
+    message_id: UUID | str,
+    content: str,
+    client_id: str = "",
+    attachments: Any = None,
 ) -> tuple[Branch, Message, Run]:
     """Ask again with new text: a new active branch forked before a user message, the
-    edited text its first message, and a run answering it."""
+    edited text (with the files `attachments` names) its first message, and a run
+    answering it."""
     message = selectors.message_get(conversation=conversation, message_id=message_id)
 
     def prepare(locked: Conversation, run_id: UUID) -> tuple[Branch, Message, Message | None]:
@@ -41,6 +48,7 @@ def message_edit(
             content=content,
             locked=locked,
             run_id=run_id,
+            attachments=attachments,
         )
         return branch, edited, edited
 

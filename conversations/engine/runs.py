@@ -45,24 +45,27 @@ def run_start(
     content: str,
     client_id: str = "",
     branch_id: UUID | None = None,
+    attachments: Any = None,
 ) -> tuple[Message, Run]:
     """Store the user's message (on `branch_id`, or the active branch) and a queued run for
     it in one transaction, then (after commit) announce the run and hand it to a worker.
 
     `client_id` makes the call idempotent: a repeat with the same id returns the run the
     first call started. Raises RunActive while another run of this conversation is active:
-    nothing is stored then. The conversation's counters, title, draft and model are read
+    nothing is stored then. `attachments`: ids of the owner's files the message carries.
+    The conversation's counters, title, draft and model are read
     again under its lock, so `conversation` may be a copy read long before (a socket's).
     """
 
     def store(locked: Conversation, run_id: UUID) -> tuple[Branch, Message, Message | None]:
-        content_checked(content)
+        content_checked(content, attachments=attachments)
         message = user_message_store(
             conversation=conversation,
             locked=locked,
             content=content,
             branch_id=branch_id,
             run_id=run_id,
+            attachments=attachments,
         )
         return Branch(pk=message.branch_id), message, message
 

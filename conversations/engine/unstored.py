@@ -145,7 +145,12 @@ class UnstoredRun:
             reasoning_ms=message.reasoning_ms,
             created_at=timezone.now(),
         )
-        return {**message_export_dict(row), "conversation_id": None, "alternatives": None}
+        return {
+            **message_export_dict(row),
+            "conversation_id": None,
+            "attachments": [],
+            "alternatives": None,
+        }
 
 
 def history_message(message: Kept) -> context.HistoryMessage:

@@ -2,6 +2,7 @@
 so another user's rows can never come back (callers get "does not exist", which the API
 answers as 404). Split by subject; import them from here."""
 
+from conversations.selectors.attachments import attachment_payloads
 from conversations.selectors.branch_pages import branch_page
 from conversations.selectors.branches import (
     PATH_ROW_FIELDS,
@@ -72,6 +73,7 @@ __all__ = [
     "TranscriptPage",
     "UserUsage",
     "alternatives_at",
+    "attachment_payloads",
     "branch_active",
     "branch_count",
     "branch_get",

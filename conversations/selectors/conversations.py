@@ -8,13 +8,14 @@ from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from accounts.models import User
 from accounts.sockets import SocketCredential, socket_credential_seconds_left
 from conversations import context
 from conversations.errors import Problem, ValidationFailed
-from conversations.models import Branch, Conversation, Message, Run
+from conversations.models import Attachment, Branch, Conversation, Message, Run
+from conversations.selectors.attachments import attachment_payloads
 from conversations.selectors.branches import alternatives_at, branch_active, path_messages
 from conversations.selectors.cursors import cursor_decode, cursor_encode
 from conversations.selectors.history import HistoryRow, path_history
@@ -112,14 +113,21 @@ def message_rows_page(
     a model instance per row."""
     limit, after = _clamp(limit), _after_checked(after)
     path = _branch(conversation, branch)
-    found = list(path_messages(path, after=after, last=after + limit + 1).values(*MESSAGE_FIELDS))
+    # Whether each message has files, in the same query: a page without any reads none.
+    found = list(
+        path_messages(path, after=after, last=after + limit + 1)
+        .annotate(has_files=Exists(Attachment.objects.filter(message_id=OuterRef("pk"))))
+        .values(*MESSAGE_FIELDS, "has_files")
+    )
     more = len(found) > limit
     items = found[:limit]
     choices = alternatives_at(
         path, (row["seq"] for row in items), branch_count=conversation.branch_count
     )
+    files = attachment_payloads(message_ids=[row["id"] for row in items if row.pop("has_files")])
     for row in items:
         row["alternatives"] = choices.get(row["seq"])
+        row["attachments"] = files.get(row["id"], [])
     return Page(items=items, next_cursor=str(items[-1]["seq"]) if more else None)
 
 

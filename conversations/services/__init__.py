@@ -21,6 +21,7 @@ from conversations.services.conversations import (
     conversation_delete,
     conversation_update,
 )
+from conversations.services.drafts import conversation_draft_update
 from conversations.services.file_staging import FileStager, StagedFile, file_stage
 from conversations.services.files import (
     file_delete,
@@ -49,7 +50,6 @@ from conversations.services.message_batches import (
 from conversations.services.messages import (
     NewMessage,
     context_event_add,
-    conversation_draft_update,
     draft_edit_notice,
     message_append,
     messages_append,

@@ -155,13 +155,15 @@ def message_edit_prepare(
     content: str,
     locked: Conversation | None = None,
     run_id: UUID | None = None,
+    attachments: Any = None,
 ) -> tuple[Branch, Message]:
     """A new active branch forked just before `message` (a user message) whose first
-    message is the edited text. Call inside a transaction that starts the run; `locked`
-    as for `reply_regenerate_prepare`, `run_id` the run the edited message starts."""
+    message is the edited text, with the files `attachments` names. Call inside a
+    transaction that starts the run; `locked` as for `reply_regenerate_prepare`, `run_id`
+    the run the edited message starts."""
     if message.role != Message.Role.USER or message.kind != Message.Kind.MESSAGE:
         raise ValidationFailed([Problem("$.message_id", "only a user message can be edited")])
-    content_checked(content)
+    content_checked(content, attachments=attachments)
     if locked is None:
         locked = conversation_lock(conversation)
         _no_active_run(conversation)
@@ -176,5 +178,6 @@ def message_edit_prepare(
         content=content,
         notice_after=True,
         run_id=run_id,
+        attachments=attachments,
     )
     return branch, edited

@@ -1,7 +1,7 @@
 """Forks: a new conversation holding copies of another's path up to a message; and the
 bulk insert of copied messages that forks and imports share."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from uuid import UUID
 
 from django.db import transaction
@@ -10,6 +10,7 @@ from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import branch_get, path_last, path_querysets
 from conversations.serializers import MESSAGE_FIELDS
+from conversations.services.attachments import attachments_copy
 from conversations.services.common import raise_if
 from conversations.services.quotas import conversation_quota_check
 
@@ -58,11 +59,18 @@ def conversation_fork(
         )
         root = fork.active_branch_id
         assert root is not None  # born with its root branch, at_seq messages long
-        messages_bulk_insert(
-            Message(conversation=fork, branch_id=root, copied=True, **row)
-            for source in sources
-            for row in source.values(*COPIED_FIELDS).iterator(chunk_size=BULK_BATCH)
-        )
+        copies: dict[UUID, UUID] = {}
+
+        def copied() -> Iterator[Message]:
+            for source in sources:
+                for row in source.values("id", *COPIED_FIELDS).iterator(chunk_size=BULK_BATCH):
+                    original = row.pop("id")
+                    message = Message(conversation=fork, branch_id=root, copied=True, **row)
+                    copies[original] = message.pk
+                    yield message
+
+        messages_bulk_insert(copied())
+        attachments_copy(conversation_id=fork.pk, copies=copies)
     return fork
 
 

@@ -10,6 +10,7 @@ alternative, as after an edit.
 
 from collections.abc import Iterator, Sequence
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
@@ -25,6 +26,7 @@ from conversations.selectors.branches import (
     path_querysets,
     segment_owning,
 )
+from conversations.services.attachments import attachments_copy
 from conversations.services.branches import branch_fork, branch_switch
 from conversations.services.common import raise_if
 from conversations.services.conversations import conversation_create
@@ -168,24 +170,29 @@ def conversation_create_with_messages(
 def _copies(
     *, conversation: Conversation, branch: Branch, rows: Iterator[dict[str, Any]], shift: int
 ) -> int:
-    """Insert copies of path rows on `branch`, `shift` seqs earlier; how many."""
+    """Insert copies of path rows on `branch`, `shift` seqs earlier, with the files of
+    those that had any; how many."""
     count = 0
     batch: list[Message] = []
+    copies: dict[UUID, UUID] = {}
     for row in rows:
-        batch.append(
-            Message(
-                conversation_id=conversation.pk,
-                branch_id=branch.pk,
-                copied=True,
-                **{**row, "seq": row["seq"] - shift},
-            )
+        original = row.pop("id", None)
+        copy = Message(
+            conversation_id=conversation.pk,
+            branch_id=branch.pk,
+            copied=True,
+            **{**row, "seq": row["seq"] - shift},
         )
+        if original is not None:
+            copies[original] = copy.pk
+        batch.append(copy)
         if len(batch) >= BULK_BATCH:
             Message.objects.bulk_create(batch)
             count, batch = count + len(batch), []
     if batch:
         Message.objects.bulk_create(batch)
         count += len(batch)
+    attachments_copy(conversation_id=conversation.pk, copies=copies)
     return count
 
 
@@ -233,7 +240,7 @@ def message_replace(
             rows=(
                 row
                 for part in tail
-                for row in part.values(*COPIED_FIELDS).iterator(chunk_size=BULK_BATCH)
+                for row in part.values("id", *COPIED_FIELDS).iterator(chunk_size=BULK_BATCH)
             ),
         )
         branch.message_count = branch.fork_seq + kept

@@ -1,4 +1,4 @@
-"""Appending messages, context events and the draft.
+"""Appending messages and context events (the draft: services/drafts.py).
 
 Appends go to a branch (the conversation's active one unless another is named) and
 allocate `seq` from that branch's counter under a row lock on the conversation (SELECT ...
@@ -19,10 +19,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations import notifications, sql, validation
-from conversations.errors import DraftEditedMeanwhile, Problem, ValidationFailed
-from conversations.models import Branch, Conversation, Message
+from conversations.errors import Problem, ValidationFailed
+from conversations.models import Branch, Conversation, Message, StoredFile
 from conversations.selectors.branches import alternatives_at
-from conversations.serializers import message_payload
+from conversations.serializers import attachment_payload, message_payload
+from conversations.services.attachments import attachment_files_resolve, attachments_store
 from conversations.services.common import raise_if
 from conversations.services.quotas import message_quota_take
 from conversations.services.usage import usage_increments
@@ -170,10 +171,16 @@ def message_append(
     return messages_append(conversation=conversation, messages=[message], branch_id=branch_id)[0]
 
 
-def stored_payload(row: Message, branch: Branch, *, branch_count: int | None) -> dict[str, Any]:
-    """A message just stored, as clients see it. Only a branch's first message can have
-    alternatives at birth (it was made by an edit or a regeneration), so only it costs a
-    query."""
+def stored_payload(
+    row: Message,
+    branch: Branch,
+    *,
+    branch_count: int | None,
+    files: Sequence[StoredFile] = (),
+) -> dict[str, Any]:
+    """A message just stored (with `files` attached), as clients see it. Only a branch's
+    first message can have alternatives at birth (it was made by an edit or a
+    regeneration), so only it costs a query."""
     first = row.seq == branch.fork_seq + 1 and (branch.parent_id is not None or row.seq == 1)
     if first and branch.message_count < row.seq:
         # A branch read before the append: its path now reaches this message.
@@ -184,13 +191,19 @@ def stored_payload(row: Message, branch: Branch, *, branch_count: int | None) ->
         if first
         else None
     )
-    return message_payload(row, alternatives=choices)
+    return message_payload(
+        row, alternatives=choices, attachments=[attachment_payload(file) for file in files]
+    )
 
 
-def content_checked(content: str) -> None:
+def content_checked(content: str, *, attachments: Any = None) -> None:
+    """The text of a message; it may be empty when files are attached (`attachments`,
+    the ids the client sent)."""
     raise_if(validation.content_problems(content))
-    if not content.strip():
-        raise ValidationFailed([Problem("$.content", "must not be empty")])
+    if not content.strip() and not (isinstance(attachments, list) and attachments):
+        raise ValidationFailed(
+            [Problem("$.content", "must not be empty (unless files are attached)")]
+        )
 
 
 def user_turn_insert(
@@ -202,12 +215,16 @@ def user_turn_insert(
     notice_after: bool = False,
     run_id: UUID | None = None,
     counted: bool = False,
+    attachments: Any = None,
 ) -> Message:
     """The user's message on `branch` with a due draft-edit notice, inside the caller's
     transaction and lock. The notice goes before the message, or after it for an edit,
     whose message must open its branch so it sits beside the text it replaces. `run_id`:
     the run the message starts, made right after it in the same transaction. `counted`:
-    `branch_advance` already counted the turn (`user_turn_size`) on the branch."""
+    `branch_advance` already counted the turn (`user_turn_size`) on the branch.
+    `attachments`: the ids of the owner's files to put in the message, in order
+    (`attachment_files_resolve` says what is refused)."""
+    files = attachment_files_resolve(owner_id=conversation.owner_id, file_ids=attachments)
     message_quota_take(user_id=conversation.owner_id)
     user = NewMessage(role=Message.Role.USER, content=content, run_id=run_id)
     new = [user]
@@ -222,7 +239,9 @@ def user_turn_insert(
     if locked.draft_edited:
         changes["draft_edited"] = False
     if not locked.title:
-        changes["title"] = title_from_message(content)
+        changes["title"] = title_from_message(
+            content if content.strip() or not files else files[0].filename
+        )
     if locked.active_branch_id != branch.pk:
         # The conversation goes on where its user wrote last.
         changes["active_branch_id"] = branch.pk
@@ -235,6 +254,8 @@ def user_turn_insert(
         changes=changes,
         counted=counted,
     )
+    stored = next(row for row in rows if row.role == Message.Role.USER)
+    attachments_store(message=stored, files=files)
     shown: dict[str, Any] = {}
     if "title" in changes:
         shown["title"] = changes["title"]
@@ -246,13 +267,22 @@ def user_turn_insert(
         notifications.notify(
             conversation.pk,
             notifications.MESSAGE_STORED,
-            message=stored_payload(row, branch, branch_count=locked.branch_count),
+            message=stored_payload(
+                row,
+                branch,
+                branch_count=locked.branch_count,
+                files=files if row is stored else (),
+            ),
         )
-    return next(row for row in rows if row.role == Message.Role.USER)
+    return stored
 
 
 def user_message_append(
-    *, conversation: Conversation, content: str, branch_id: UUID | None = None
+    *,
+    conversation: Conversation,
+    content: str,
+    branch_id: UUID | None = None,
+    attachments: Any = None,
 ) -> Message:
     """Store the user's next message on a branch (the active one by default; a named one
     becomes active), preceded by a draft-edit notice if one is due.
@@ -263,11 +293,15 @@ def user_message_append(
     when the owner's daily message quota is used up, Branch.DoesNotExist for a branch of
     another conversation (nothing is stored then).
     """
-    content_checked(content)
+    content_checked(content, attachments=attachments)
     with transaction.atomic():
         locked = conversation_lock(conversation)
         return user_message_store(
-            conversation=conversation, locked=locked, content=content, branch_id=branch_id
+            conversation=conversation,
+            locked=locked,
+            content=content,
+            branch_id=branch_id,
+            attachments=attachments,
         )
 
 
@@ -278,6 +312,7 @@ def user_message_store(
     content: str,
     branch_id: UUID | None = None,
     run_id: UUID | None = None,
+    attachments: Any = None,
 ) -> Message:
     """`user_message_append` inside the caller's transaction and lock (checked content):
     the branch's counter moved and read in one statement, then the turn."""
@@ -291,6 +326,7 @@ def user_message_store(
         content=content,
         run_id=run_id,
         counted=True,
+        attachments=attachments,
     )
 
 
@@ -318,60 +354,3 @@ def context_event_add(*, conversation: Conversation, content: str) -> Message:
 
 def draft_edit_notice(draft: str) -> str:
     return f'[user edited the draft to: "{draft}"]'
-
-
-def conversation_draft_update(
-    *,
-    conversation: Conversation,
-    draft: str,
-    by_user: bool = True,
-    call_id: str = "",
-    edits_seen: int | None = None,
-) -> bool:
-    """Set the draft; return whether it changed.
-
-    A change by the user raises `draft_edited` so the next turn tells the model, and counts
-    in `draft_edit_count`; a change by the assistant (its `update_draft` tool) clears the
-    flag, since the model wrote it. Saving an unchanged draft is a no-op and injects nothing.
-
-    The user's words win over the assistant's. `edits_seen` is the `draft_edit_count` the
-    model saw when the call that asked for this write started (Run.draft_edits_seen). If
-    the user has changed the draft since, the model never saw their text: the write is
-    refused with DraftEditedMeanwhile, which carries the user's draft so the model can
-    reconcile. A later model call has read that draft, so its write goes through. Checked
-    under the row lock, so an edit is either counted before the check or made after the
-    write, never lost in between. None (the caller cannot tell) skips the check.
-
-    `call_id` names the assistant's tool call. It is recorded in `draft_call_id` with the
-    text, and also when the text was already in place: either way the call has done its
-    write, and a resumed attempt must not repeat it over a later user edit. A user edit
-    leaves the record as it is.
-    """
-    if by_user and (call_id or edits_seen is not None):
-        raise ValueError("a user edit has no tool call and needs no guard")
-    raise_if(
-        validation.draft_problems(draft)
-        + validation.text_problems(call_id, path="$.call_id", max_chars=validation.TOOL_CALL_ID_MAX)
-    )
-    changes: dict[str, Any] = {} if by_user else {"draft_call_id": call_id}
-    with transaction.atomic():
-        locked = conversation_lock(conversation)
-        changed = locked.draft != draft
-        if changed and edits_seen is not None and locked.draft_edit_count > edits_seen:
-            raise DraftEditedMeanwhile(locked.draft)
-        if changed:
-            changes.update(draft=draft, draft_edited=by_user, updated_at=timezone.now())
-            if by_user:
-                changes["draft_edit_count"] = locked.draft_edit_count + 1
-        if changes:
-            Conversation.objects.filter(pk=conversation.pk).update(**changes)
-        if changed:
-            notifications.notify(
-                conversation.pk,
-                notifications.DRAFT_CHANGED,
-                draft=draft,
-                by="user" if by_user else "assistant",
-            )
-    for name, value in changes.items():
-        setattr(conversation, name, value)
-    return changed

@@ -50,6 +50,7 @@ def message_dict(
         "run_id": None,
         "usage": None,
         "provider_payload": None,
+        "attachments": [],
         "alternatives": None,
         **fields,
     }

@@ -15,7 +15,7 @@ from accounts.authentication import ApiKeyAuthentication, PasswordAuthentication
 from accounts.models import ApiKey
 from accounts.permissions import request_key
 from accounts.scopes import KEYS
-from conversations.api import serializers as s
+from conversations.api import key_serializers as ks
 from conversations.api.base import ApiView, idempotent, page_response, valid_body
 from conversations.errors import Problem, ValidationFailed
 
@@ -50,7 +50,7 @@ class ApiKeyListView(ApiView):
     idempotency_withheld = ("key",)
 
     @extend_schema(
-        operation_id="api_keys_list", summary="List your API keys", responses=s.ApiKeyPage
+        operation_id="api_keys_list", summary="List your API keys", responses=ks.ApiKeyPage
     )
     def get(self, request: Request) -> Response:
         keys = account_selectors.api_key_list(owner=request.user)  # type: ignore[arg-type]
@@ -68,8 +68,8 @@ class ApiKeyListView(ApiView):
         "asking for a scope it does not hold itself is refused with 403 "
         "`insufficient_scope`, and the new key is revoked whenever the key that created it "
         "is.",
-        request=s.ApiKeyIn,
-        responses={201: s.ApiKeyCreatedOut},
+        request=ks.ApiKeyIn,
+        responses={201: ks.ApiKeyCreatedOut},
         examples=[
             OpenApiExample("Create", value={"name": "ci"}, request_only=True),
             OpenApiExample(
@@ -79,7 +79,7 @@ class ApiKeyListView(ApiView):
     )
     @idempotent
     def post(self, request: Request) -> Response:
-        data = valid_body(s.ApiKeyIn, request)
+        data = valid_body(ks.ApiKeyIn, request)
         try:
             api_key, secret = account_services.api_key_create(
                 owner=request.user,  # type: ignore[arg-type]

@@ -92,25 +92,44 @@ def _branch_row(branch: Branch) -> dict[str, Any]:
 
 
 def message_out(
-    conversation: Conversation, message: Message, *, branch: Branch | None = None
+    conversation: Conversation,
+    message: Message,
+    *,
+    branch: Branch | None = None,
+    with_files: bool = False,
 ) -> dict[str, Any]:
     """A message just stored, with the versions it sits among (`alternatives`). A
-    conversation of one branch has none, which costs no query."""
+    conversation of one branch has none, which costs no query. `with_files`: the request
+    attached files, so they are read (a message sent without any has none)."""
+    files = (
+        selectors.attachment_payloads(message_ids=[message.pk]).get(message.pk, [])
+        if with_files
+        else []
+    )
     if conversation.branch_count <= 1:
-        return message_payload(message)
+        return message_payload(message, attachments=files)
     if branch is None:
         branch = selectors.branch_get(conversation=conversation, branch_id=message.branch_id)
     choices = selectors.alternatives_at(
         branch, [message.seq], branch_count=conversation.branch_count
     )
-    return message_payload(message, alternatives=choices.get(message.seq))
+    return message_payload(message, alternatives=choices.get(message.seq), attachments=files)
 
 
 def _started(
-    conversation: Conversation, branch: Branch, run: Run, message: Message | None = None
+    conversation: Conversation,
+    branch: Branch,
+    run: Run,
+    message: Message | None = None,
+    *,
+    with_files: bool = False,
 ) -> Response:
     """202 `{branch, message, run}`; the message with the versions it now sits among."""
-    shown = None if message is None else message_out(conversation, message, branch=branch)
+    shown = (
+        None
+        if message is None
+        else message_out(conversation, message, branch=branch, with_files=with_files)
+    )
     return Response(
         {"branch": branch_payload(_branch_row(branch)), "message": shown, "run": run_payload(run)},
         status=202,
@@ -176,8 +195,11 @@ class EditView(ApiView):
             message_id=message_id,
             content=data["content"],
             client_id=data.get("client_id", ""),
+            attachments=data.get("attachments"),
         )
-        return _started(conversation, branch, run, message)
+        return _started(
+            conversation, branch, run, message, with_files=bool(data.get("attachments"))
+        )
 
 
 class BranchListView(ApiView):

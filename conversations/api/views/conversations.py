@@ -211,8 +211,9 @@ class MessageListView(ApiView):
             content=data["content"],
             client_id=data.get("client_id", ""),
             branch_id=data.get("branch_id"),
+            attachments=data.get("attachments"),
         )
-        shown = message_out(conversation, message)
+        shown = message_out(conversation, message, with_files=bool(data.get("attachments")))
         return Response({"message": shown, "run": run_payload(run)}, 202)
 
 
