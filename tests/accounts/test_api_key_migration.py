@@ -1,27 +1,15 @@
 """Keys made before keys had scopes keep the access they had: every scope."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from rest_framework.test import APIClient
 
 from accounts import services
 from accounts.models import ApiKey
+from tests.support.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("accounts", "0002_idempotency_record")]
-
-
-def migrate(targets: list[tuple[str, str]]) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
-
-
-def latest() -> list[tuple[str, str]]:
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def test_keys_made_before_scopes_keep_full_access():

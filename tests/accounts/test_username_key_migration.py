@@ -5,22 +5,14 @@ never fails on names that were allowed before."""
 import importlib
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from accounts.models import User
 from accounts.usernames import username_key
+from tests.support.migrations import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("accounts", "0003_api_key_scopes")]
-
-
-def migrate(targets: list[tuple[str, str]]) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
 
 
 def test_existing_accounts_get_keys_and_later_look_alikes_are_reported(capsys, monkeypatch):

@@ -5,27 +5,15 @@ import uuid
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from conversations import selectors
 from conversations.models import Branch, Conversation, Message, Run
+from tests.support.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("conversations", "0014_conversation_search_trigram")]
-
-
-def migrate(targets: list[tuple[str, str]]) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor
-
-
-def latest() -> list[tuple[str, str]]:
-    executor = MigrationExecutor(connection)
-    return executor.loader.graph.leaf_nodes()
 
 
 def test_existing_conversations_move_onto_their_root_branch(monkeypatch):
