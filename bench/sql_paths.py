@@ -94,7 +94,7 @@ def messages_append_orm(*, conversation: Conversation, messages: list[NewMessage
         rows = [
             Message(
                 **{
-                    **vars(new),
+                    **new.row_values(),
                     "id": new.id or uuid.uuid4(),
                     "conversation_id": conversation.pk,
                     "branch_id": branch.pk,

@@ -15,12 +15,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from accounts.websocket import WebsocketAuthMiddleware  # noqa: E402
+from config.body_limit import BodyLimit  # noqa: E402
 from config.request_id import websocket_log_ids  # noqa: E402
 from conversations.consumers import ConversationConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": BodyLimit(django_application),
         "websocket": WebsocketAuthMiddleware(
             URLRouter(
                 [

@@ -12,23 +12,58 @@
 - Truncation drops whole units from the oldest end: an assistant message that called tools
   and all of its results form one unit, because the chat API rejects a tool result
   without its call and a call without its results.
+- Files attached to a message go before its text: images as image parts (base64 data URLs,
+  so any OpenAI-compatible server takes them) or, for a model that reads text only, as
+  `[image: name, WxH]`; text files and PDFs as their text headed `[file: name]`. The text
+  of a message's files may take half the token budget, shared between them; what does not
+  fit is cut, and the cut is said. A message without images keeps plain string content,
+  which every server takes.
 
-Token estimate: 4 characters per token plus 4 tokens of framing per message. It is
-deliberately simple and provider-independent: English averages about 4 characters per
-token with OpenAI's tokenizers, and the framing matches their per-message overhead. Set
+Token estimate: 4 characters per token plus 4 tokens of framing per message, and a flat
+IMAGE_TOKENS an image. It is deliberately simple and provider-independent: English
+averages about 4 characters per token with OpenAI's tokenizers, the framing matches their
+per-message overhead, and an image costs them several hundred tokens in detail. Set
 PARLEY_CONTEXT_TOKENS with headroom below the model's real window.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
+IMAGE_TOKENS = 800
 MISSING_RESULT = "[no result: this tool call did not complete]"
 
 ChatMessage = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FileInput:
+    """A file attached to a message, as read for the model (by the caller: this module
+    reads nothing)."""
+
+    filename: str
+    content_type: str
+    width: int | None = None
+    height: int | None = None
+    pages: int | None = None  # PDFs
+    # Images: a data URL when the model takes images, else empty (described in words).
+    image_url: str = ""
+    # Text files and PDFs: the text, at most file_text_chars of it (None: unreadable).
+    text: str | None = None
+    # Whether `text` is all of the file's text.
+    complete: bool = True
+    # Not read yet (build_model_input reads only the files of the messages it keeps):
+    # `key` names it to the reader, `size` bounds what its text can cost.
+    read: bool = True
+    key: str = ""
+    size: int = 0
+
+    @property
+    def is_image(self) -> bool:
+        return self.content_type.startswith("image/")
 
 
 class StoredMessage(Protocol):
@@ -50,13 +85,63 @@ class HistoryMessage:
     content: str = ""
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     tool_call_id: str = ""
+    files: tuple[FileInput, ...] = ()
 
 
-def chat_message(message: StoredMessage) -> ChatMessage:
-    """A stored message in OpenAI chat format (also the JSONL export's format)."""
+def file_text_chars(token_budget: int) -> int:
+    """The most text of one message's files the model is sent: half the token budget."""
+    return max(0, token_budget * CHARS_PER_TOKEN // 2)
+
+
+def _file_text(file: FileInput, limit: int | None) -> str:
+    pages = "" if file.pages is None else f", {file.pages} page{'s' * (file.pages != 1)}"
+    head = f"[file: {file.filename}{pages}]"
+    if file.text is None:
+        return f"{head}\n[its text could not be read]"
+    text = file.text
+    if file.pages is not None and not text.strip():
+        return f"{head}\n[it holds no text: scanned pages, perhaps]"
+    shown = text if limit is None else text[:limit]
+    if len(shown) == len(text) and file.complete:
+        return f"{head}\n{text}"
+    return f"{head}\n{shown}\n[cut: only the first {len(shown)} characters of {file.filename} fit]"
+
+
+def _image_text(file: FileInput) -> str:
+    size = f", {file.width}x{file.height}" if file.width and file.height else ""
+    return f"[image: {file.filename}{size}]"
+
+
+def message_content(content: str, files: Sequence[FileInput], *, file_chars: int | None) -> Any:
+    """A message's content with its files: before the text, which the model reads last.
+    Their text is cut to `file_chars` in all (None: never cut). Plain text unless an
+    image goes as an image part."""
+    readable = sum(1 for f in files if not f.is_image)
+    share = None if file_chars is None else file_chars // max(1, readable)
+    parts: list[dict[str, Any]] = []
+    for file in files:
+        if file.is_image and file.image_url:
+            parts.append({"type": "image_url", "image_url": {"url": file.image_url}})
+        else:
+            text = _image_text(file) if file.is_image else _file_text(file, share)
+            parts.append({"type": "text", "text": text})
+    if content:
+        parts.append({"type": "text", "text": content})
+    if all(part["type"] == "text" for part in parts):
+        return "\n\n".join(part["text"] for part in parts)
+    return parts
+
+
+def chat_message(message: StoredMessage, *, file_chars: int | None = None) -> ChatMessage:
+    """A stored message in OpenAI chat format (also the JSONL export's format). Its files
+    (HistoryMessage.files) go with it, their text cut to `file_chars` in all (None: whole)."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     out: ChatMessage = {"role": message.role}
+    files: Sequence[FileInput] = getattr(message, "files", ())
+    if files:
+        out["content"] = message_content(message.content, files, file_chars=file_chars)
+        return out
     if message.content or not message.tool_calls:
         out["content"] = message.content
     if message.tool_calls:
@@ -80,11 +165,16 @@ def current_draft_context(draft: str) -> str:
 
 
 def estimate_tokens(message: ChatMessage) -> int:
-    chars = len(message.get("content") or "") + len(message.get("tool_call_id") or "")
+    content = message.get("content") or ""
+    images = 0
+    if isinstance(content, list):
+        images = sum(1 for part in content if part.get("type") == "image_url")
+        content = "".join(part.get("text", "") for part in content)
+    chars = len(content) + len(message.get("tool_call_id") or "")
     for call in message.get("tool_calls") or []:
         chars += len(call["id"]) + len(call["function"]["name"])
         chars += len(call["function"]["arguments"])
-    return MESSAGE_OVERHEAD_TOKENS + math.ceil(chars / CHARS_PER_TOKEN)
+    return MESSAGE_OVERHEAD_TOKENS + math.ceil(chars / CHARS_PER_TOKEN) + images * IMAGE_TOKENS
 
 
 @dataclass
@@ -100,14 +190,25 @@ class _OpenGroup:
         return [self.unit, *self.deferred]
 
 
-def history_units(history: Sequence[StoredMessage]) -> list[list[ChatMessage]]:
+def history_units(
+    history: Sequence[StoredMessage], *, file_chars: int | None = None
+) -> list[list[ChatMessage]]:
     """Split history into units that truncation keeps or drops whole.
 
     A tool-calling assistant message and its results are one unit. A result whose call is
     not in the window (it fell off the read tail) is dropped. A call whose result is
     missing (a run stopped mid-tools) gets a placeholder result so the API accepts it.
     """
-    units: list[list[ChatMessage]] = []
+    return [unit for unit, _ in _units(history, file_chars=file_chars)]
+
+
+# A unit, and the message it was made of when that message carries files (such a message
+# is a unit of its own: tool groups hold assistant, tool and system messages only).
+_Unit = tuple[list[ChatMessage], StoredMessage | None]
+
+
+def _units(history: Sequence[StoredMessage], *, file_chars: int | None) -> list[_Unit]:
+    units: list[_Unit] = []
     group: _OpenGroup | None = None
     for message in history:
         if message.role == "assistant" and not message.content and not message.tool_calls:
@@ -116,27 +217,43 @@ def history_units(history: Sequence[StoredMessage]) -> list[list[ChatMessage]]:
             continue
         if message.role == "tool":
             if group is not None and message.tool_call_id in group.pending:
-                group.unit.append(chat_message(message))
+                group.unit.append(chat_message(message, file_chars=file_chars))
                 group.pending.remove(message.tool_call_id)
                 if not group.pending:
-                    units += group.close()
+                    units += [(unit, None) for unit in group.close()]
                     group = None
             continue
         if group is not None:
             if message.role == "system":
-                group.deferred.append([chat_message(message)])
+                group.deferred.append([chat_message(message, file_chars=file_chars)])
                 continue
-            units += group.close()
+            units += [(unit, None) for unit in group.close()]
             group = None
         if message.role == "assistant" and message.tool_calls:
             group = _OpenGroup(
-                unit=[chat_message(message)], pending=[c["id"] for c in message.tool_calls]
+                unit=[chat_message(message, file_chars=file_chars)],
+                pending=[c["id"] for c in message.tool_calls],
             )
         else:
-            units.append([chat_message(message)])
+            carries = message if getattr(message, "files", ()) else None
+            units.append(([chat_message(message, file_chars=file_chars)], carries))
     if group is not None:
-        units += group.close()
+        units += [(unit, None) for unit in group.close()]
     return units
+
+
+# Reads files (FileInput.read false) for the model: the read files by key.
+FilesRead = Callable[[Sequence[FileInput]], Mapping[str, FileInput]]
+
+
+def _unread_tokens(files: Sequence[FileInput], file_chars: int) -> int:
+    """What the files not read yet can cost at most, beyond their placeholder's text."""
+    share = file_chars // max(1, sum(1 for f in files if not f.is_image))
+    tokens = 0
+    for file in files:
+        if not file.read:
+            tokens += IMAGE_TOKENS if file.is_image else math.ceil(min(file.size, share) / 4)
+    return tokens
 
 
 def build_model_input(
@@ -145,21 +262,53 @@ def build_model_input(
     history: Sequence[StoredMessage],
     draft: str,
     token_budget: int,
+    files_read: FilesRead | None = None,
 ) -> list[ChatMessage]:
     """The messages for the next model call.
 
     Keeps the newest units that fit in `token_budget` minus the preamble and trailing
     context; the newest unit is always kept, so the latest user message is never dropped.
+    Files not read yet are counted at the most they can cost, and only those of the
+    messages kept are read, with one call of `files_read`.
     """
     head = [system_message(system_prompt)] if system_prompt else []
     tail = [system_message(current_draft_context(draft))] if draft else []
     remaining = token_budget - sum(estimate_tokens(m) for m in head + tail)
-    kept: list[list[ChatMessage]] = []
-    for unit in reversed(history_units(history)):
+    file_chars = file_text_chars(token_budget)
+    kept: list[_Unit] = []
+    for unit, carries in reversed(_units(history, file_chars=file_chars)):
         cost = sum(estimate_tokens(m) for m in unit)
+        if carries is not None:
+            cost += _unread_tokens(getattr(carries, "files", ()), file_chars)
         if kept and cost > remaining:
             break
-        kept.append(unit)
+        kept.append((unit, carries))
         remaining -= cost
-    body = [message for unit in reversed(kept) for message in unit]
+    kept.reverse()
+    if files_read is not None:
+        kept = _with_files_read(kept, files_read, file_chars=file_chars)
+    body = [message for unit, _ in kept for message in unit]
     return head + body + tail
+
+
+def _with_files_read(kept: list[_Unit], files_read: FilesRead, *, file_chars: int) -> list[_Unit]:
+    unread = [
+        file
+        for _, carries in kept
+        if carries is not None
+        for file in getattr(carries, "files", ())
+        if not file.read
+    ]
+    if not unread:
+        return kept
+    found = files_read(unread)
+    out: list[_Unit] = []
+    for unit, carries in kept:
+        if carries is not None:
+            files = tuple(
+                f if f.read else found.get(f.key, f) for f in getattr(carries, "files", ())
+            )
+            message = HistoryMessage(role=carries.role, content=carries.content, files=files)
+            unit = [chat_message(message, file_chars=file_chars)]
+        out.append((unit, carries))
+    return out

@@ -210,6 +210,7 @@ class ConversationUpdated(_Notification):
     archived_at: When | None = None
     temperature: float | int | None = None
     max_output_tokens: int | None = None
+    vision: bool | None = None
     active_branch_id: Id | None = None
 
 

@@ -51,6 +51,7 @@ def conversation_export_dict(conversation: Conversation) -> dict[str, Any]:
         "forked_from": str(conversation.forked_from_id) if conversation.forked_from_id else None,
         "temperature": conversation.temperature,
         "max_output_tokens": conversation.max_output_tokens,
+        "vision": conversation.vision,
         "active_branch_id": _key(conversation.active_branch_id),
     }
 
@@ -177,6 +178,12 @@ def attachment_payload(file: StoredFile) -> dict[str, Any]:
         "content_type": file.content_type,
         "size": file.size,
     }
+
+
+def attachment_export_dict(file: StoredFile) -> dict[str, Any]:
+    """A file as the export document carries it: with the sha256 that names its bytes in a
+    ZIP export, and that an import finds them by."""
+    return {**attachment_payload(file), "sha256": file.sha256}
 
 
 def file_payload(file: StoredFile) -> dict[str, Any]:

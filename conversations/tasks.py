@@ -75,3 +75,9 @@ def conversations_purge() -> dict[str, int]:
 def files_orphans_sweep() -> dict[str, int]:
     """Uploaded files no message uses, older than PARLEY_FILE_ORPHAN_SECONDS, with their bytes."""
     return {"files": services.files_orphans_sweep()}
+
+
+@shared_task(name="conversations.tasks.files_released_sweep")
+def files_released_sweep() -> dict[str, int]:
+    """Files whose last message was deleted, with their bytes."""
+    return {"files": services.files_released_sweep()}

@@ -53,8 +53,10 @@ def content_problems(value: Any, *, path: str = "$.content") -> list[Problem]:
 TITLE_FROM_MESSAGE_CHARS = 80
 
 
-def title_from_message(content: str) -> str:
-    first_line = " ".join(content.split())
+def title_from_message(content: str, *, filename: str = "") -> str:
+    """A conversation's title from its first user message: its words, or the name of its
+    first file when it says nothing."""
+    first_line = " ".join(content.split()) or " ".join(filename.split())
     if len(first_line) <= TITLE_FROM_MESSAGE_CHARS:
         return first_line
     return first_line[: TITLE_FROM_MESSAGE_CHARS - 1].rstrip() + "…"
@@ -81,6 +83,13 @@ def max_output_tokens_problems(value: Any, *, path: str = "$.max_output_tokens")
         return [Problem(path, f"must be a whole number or null, not {type_name(value)}")]
     if not 1 <= value <= cap:
         return [Problem(path, f"must be between 1 and {cap}")]
+    return []
+
+
+def vision_problems(value: Any, *, path: str = "$.vision") -> list[Problem]:
+    """Whether the model takes images: true or false."""
+    if not isinstance(value, bool):
+        return [Problem(path, f"must be true or false, not {type_name(value)}")]
     return []
 
 

@@ -134,6 +134,25 @@ def file_storage(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Any
     return root
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """A local S3-compatible server process for this test session, stopped after."""
+    from tests.support.s3_server import s3_server_start
+
+    server = s3_server_start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_files(file_storage: Any, s3_server: Any, settings: Any, monkeypatch: Any) -> Any:
+    """Uploaded files' bytes go to a new bucket of the local S3 server (an `S3Bucket`
+    of tests/support/s3_server.py) instead of this test's directory."""
+    from tests.support.s3_server import s3_files_use
+
+    return s3_files_use(server=s3_server, settings=settings, monkeypatch=monkeypatch)
+
+
 @pytest.fixture
 def fresh_throttles() -> None:
     """Throttle counters are keyed by user id, and SQLite reuses the ids of rolled-back

@@ -3,7 +3,8 @@ below), so no page is missed: error pages, log-in, the admin and the API docs in
 
 The web UI's pages load only their own scripts and styles, so even if sanitising a reply
 ever failed, an injected inline script or event handler would still not run; images and
-media come only from Parley itself, so a reply cannot make the browser fetch a URL that
+media come only from Parley itself (and, for images, from blob: URLs the page makes of a
+file the user is about to attach), so a reply cannot make the browser fetch a URL that
 carries conversation text away. The admin and the API docs get a policy as strict as
 those pages allow: their own scripts only, inline styles (the admin's widgets and the
 docs set style attributes), data: images (the docs' icons) and blob: workers (Redoc).
@@ -31,8 +32,9 @@ def policy(host: str) -> str:
             "default-src 'self'",
             "script-src 'self'",
             "style-src 'self'",
-            # Replies' remote images are never loaded (the page shows a link instead).
-            "img-src 'self'",
+            # Replies' remote images are never loaded (the page shows a link instead). blob:
+            # is the preview of a file being attached, read locally, never fetched.
+            "img-src 'self' blob:",
             "media-src 'self'",
             f"connect-src 'self' {_websockets(host)}",
             "object-src 'none'",

@@ -19,7 +19,7 @@ from conversations.admin.common import actor, can_read_transcripts
 from conversations.admin.owner_form import OwnerForm
 from conversations.admin.paging import EstimatedCountPaginator
 from conversations.admin.text_guard import TextGuardMixin
-from conversations.admin.transcript import transcript_view
+from conversations.admin.transcript import transcript_file_view, transcript_view
 from conversations.models import Conversation, Run
 
 # Distinct models offered by the filter come from this many recently active conversations:
@@ -301,6 +301,11 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
                 "<uuid:object_id>/transcript/",
                 self.admin_site.admin_view(self.transcript_view),
                 name="conversations_conversation_transcript",
+            ),
+            path(
+                "<uuid:object_id>/files/<str:file_id>/",
+                self.admin_site.admin_view(transcript_file_view),
+                name="conversations_conversation_file",
             ),
         ]
         return own + super().get_urls()

@@ -39,19 +39,20 @@ from django.template.response import SimpleTemplateResponse
 from accounts.models import ApiKey, User
 from conversations import services
 from conversations.admin.common import actor, can_read_transcripts
-from conversations.models import Conversation, Message, Run
+from conversations.models import Conversation, Message, Run, StoredFile
 
 Fields = dict[type[models.Model], frozenset[str]]
 
 # Fields holding what people and models wrote. Titles are made from the first message;
 # metadata is whatever a client chose to attach; a run's error may quote the provider's
 # answer; a run's client id is a string the client chose; a message's reasoning is what a
-# model thought about the user's words. Tool names, tool call ids, roles, models and counts
-# are metadata moderators work with.
+# model thought about the user's words; a file's name is what its uploader called it.
+# Tool names, tool call ids, roles, models and counts are metadata moderators work with.
 TEXT_FIELDS: Fields = {
     Conversation: frozenset({"title", "system_prompt", "draft", "metadata"}),
     Message: frozenset({"content", "reasoning", "tool_calls", "provider_payload"}),
     Run: frozenset({"error", "client_id"}),
+    StoredFile: frozenset({"filename"}),
 }
 # Never filtered or ordered by, whoever asks: a prefix lookup would read a hash out.
 SECRET_FIELDS: Fields = {

@@ -4,7 +4,9 @@ marked with links to the branches holding them.
 
 Reading it needs `conversations.view_transcript`, and every page shown writes a `viewed`
 audit event (actor, conversation, owner, branch, page): moderators can read chats, never
-without a trace, and a reviewer can tell which version of a chat was read.
+without a trace, and a reviewer can tell which version of a chat was read. The files the
+messages carry are listed on the page; opening one is a reading of its own, under the same
+permission and audited the same way.
 """
 
 from typing import Any
@@ -12,12 +14,13 @@ from uuid import UUID
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from conversations import selectors, services
 from conversations.admin.common import actor, can_read_transcripts
-from conversations.models import AuditEvent, Branch, Conversation
+from conversations.file_responses import file_response
+from conversations.models import AuditEvent, Branch, Conversation, StoredFile
 
 PER_PAGE = 100
 
@@ -70,3 +73,31 @@ def transcript_view(
         "can_view_runs": request.user.has_perm("conversations.view_run"),
     }
     return TemplateResponse(request, "admin/conversations/conversation/transcript.html", context)
+
+
+def file_reason(file: StoredFile) -> str:
+    """The audit event's reason names the file by id, type and size, not by its name: the
+    name is the owner's words, and the trail is open to staff who may not read them."""
+    return f"file {file.pk} ({file.content_type}, {file.size} bytes)"
+
+
+def transcript_file_view(request: HttpRequest, object_id: UUID, file_id: str) -> FileResponse:
+    """A file some message of the conversation carries, served as the API serves files."""
+    if not can_read_transcripts(request):
+        raise PermissionDenied
+    conversation = Conversation.objects.filter(pk=object_id).first()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    try:
+        file = selectors.conversation_file_get(conversation=conversation, file_id=file_id)
+    except StoredFile.DoesNotExist:
+        raise Http404("No such file in this conversation.") from None
+    # Opened before the trail is written, so a file whose bytes cannot be read leaves none.
+    response = file_response(file=file, request=request)
+    services.audit_record(
+        actor=actor(request),
+        action=AuditEvent.Action.VIEWED,
+        conversation=conversation,
+        reason=file_reason(file),
+    )
+    return response

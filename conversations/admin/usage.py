@@ -1,4 +1,5 @@
-"""The usage dashboard: messages and tokens per day, top users, a per-user table."""
+"""The usage dashboard: messages and tokens per day, top users, a per-user table, and the
+users storing the most files."""
 
 from datetime import date, timedelta
 from typing import Any
@@ -17,6 +18,8 @@ DEFAULT_DAYS = 30
 MAX_DAYS = 366
 TOP_USERS = 10
 PER_PAGE = 50
+# Users listed in the storage table (the heaviest; the rest are not listed).
+STORAGE_USERS = 50
 
 
 class RangeForm(forms.Form):
@@ -63,6 +66,7 @@ def usage_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespo
         else selectors.usage_by_user(start=start, end=end, limit=TOP_USERS)
     )
     labels = [day.day.isoformat() for day in days]
+    storage_order = "files" if request.GET.get("storage") == "files" else "bytes"
     query = f"start={start.isoformat()}&end={end.isoformat()}"
     context: dict[str, Any] = {
         **model_admin.admin_site.each_context(request),
@@ -95,6 +99,8 @@ def usage_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpRespo
         "page": page,
         "previous_page": page - 1 if page > 1 else None,
         "next_page": page + 1 if len(users) > PER_PAGE else None,
+        "storage": selectors.storage_by_user(order=storage_order, limit=STORAGE_USERS),
+        "storage_order": storage_order,
         "query": query,
     }
     return TemplateResponse(request, "admin/conversations/conversation/usage.html", context)

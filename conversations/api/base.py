@@ -173,7 +173,9 @@ def choice_param(request: Request, name: str, choices: Sequence[str], default: s
 def _fingerprint(request: Request) -> str:
     digest = hashlib.sha256()
     digest.update(f"{request.method} {request.get_full_path()}\n".encode())
-    digest.update(request.body)
+    # A body the view staged as it arrived (an import's ZIP) is known by its sha256.
+    staged = getattr(request, "staged_body", None)
+    digest.update(staged.sha256.encode() if staged is not None else request.body)
     return digest.hexdigest()
 
 

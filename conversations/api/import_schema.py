@@ -52,7 +52,20 @@ DESCRIPTION = (
     "report, `{results: [{index, title, chatgpt_id, status, conversation, error}], "
     "imported, failed}`, with 201 when at least one conversation was imported; when none "
     "was, 400 `invalid_import` with every problem (paths into the file, such as "
-    "`$[3].mapping.<node>.message.content`) and the same `results` in `details`."
+    "`$[3].mapping.<node>.message.content`) and the same `results` in `details`.\n\n"
+    "**A ZIP export** (`export/?format=zip`), as the raw body with `Content-Type: "
+    "application/zip` or as the multipart field `file`: `conversation.json` is imported "
+    "as above, and each file its messages list in `attachments` must be in the ZIP as "
+    "`files/<sha256>`, its bytes hashing to that name and of the size the document says "
+    "(400 naming the entry otherwise). The files are stored as yours as uploads are (the "
+    "type decided from the bytes, the size limit, your storage quota; bytes you have "
+    "already are not stored twice) and the messages carry them in order. The archive is "
+    "bounded before anything is unpacked: its size (413 `request_too_large` past "
+    "`PARLEY_IMPORT_ZIP_MAX_BYTES`), its entry count and what it unpacks to (413). A "
+    "failed import stores nothing, files included.\n\n"
+    "A JSON document whose messages list `attachments` imports only when you have a file "
+    "with each `sha256` already (the message is linked to it); otherwise 400 naming the "
+    "missing sha256."
 )
 
 REQUEST: dict[str, Any] = {
@@ -65,7 +78,13 @@ REQUEST: dict[str, Any] = {
                 "description": "A ChatGPT conversations.json.",
             },
         ]
-    }
+    },
+    "application/zip": {"type": "string", "format": "binary"},
+    "multipart/form-data": {
+        "type": "object",
+        "properties": {"file": {"type": "string", "format": "binary"}},
+        "required": ["file"],
+    },
 }
 
 CREATED = PolymorphicProxySerializer(

@@ -51,6 +51,11 @@ class ConversationIn(StrictSerializer):
         "(PARLEY_DEFAULT_MAX_OUTPUT_TOKENS). A reply that reaches it ends the run as "
         "`incomplete`.",
     )
+    vision = StrictBooleanField(
+        required=False,
+        help_text="Whether the model takes images: attached images are sent to it as image "
+        "parts, or else named in words (`[image: name, WxH]`). Default true.",
+    )
 
 
 class ConversationUpdateIn(ConversationIn):
@@ -248,6 +253,7 @@ class ConversationOut(serializers.Serializer):
     forked_at_seq = serializers.IntegerField(allow_null=True)
     temperature = serializers.FloatField(allow_null=True)
     max_output_tokens = serializers.IntegerField(allow_null=True)
+    vision = serializers.BooleanField(help_text="Whether the model takes images.")
     active_branch_id = serializers.UUIDField(
         help_text="The branch shown: its path is what `messages/` lists by default."
     )

@@ -137,13 +137,16 @@ def response_unstored(
     )
     if previous is not None:
         run.options = {**ask.options, "previous_run_id": str(previous.pk)}
+    history, files_read = _history(source, path)
     sink = UnstoredRun(
         run=run,
         conversation=scratch,
         head=[context.system_message(source.system_prompt)]
         if source is not None and source.system_prompt
         else [],
-        before=[*_history(source, path), *ask.messages],
+        # The input's own files (NewMessage.files) come read already.
+        before=[*history, *ask.messages],
+        files_read=files_read,
     )
     unstored_run_go(sink, provider=provider_get(), label=f"response {run.id}")
     return run, sink.events
@@ -164,14 +167,21 @@ def _read_path(*, conversation: Conversation | None, previous: Run | None) -> Br
     return None
 
 
-def _history(conversation: Conversation | None, path: Branch | None) -> list[context.StoredMessage]:
-    """The tail of the stored path as the model reads it."""
+def _history(
+    conversation: Conversation | None, path: Branch | None
+) -> tuple[list[context.StoredMessage], context.FilesRead | None]:
+    """The tail of the stored path as the model reads it, and the reader of its files (as
+    a stored run reads them: selectors.conversation_model_input)."""
     if conversation is None or path is None:
-        return []
-    return list(
-        selectors.history_tail(
-            conversation=conversation,
-            max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
-            branch=path,
-        )
+        return [], None
+    rows = selectors.history_tail(
+        conversation=conversation,
+        max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
+        branch=path,
     )
+    described, files_read = selectors.history_files(
+        rows=rows,
+        vision=conversation.vision,
+        text_chars=context.file_text_chars(settings.PARLEY_CONTEXT_TOKENS),
+    )
+    return list(described), files_read

@@ -40,6 +40,8 @@ class UnstoredRun:
     # What came before this run (stored rows, or a state's messages) and the request's
     # own input: the model reads it, the run never changes it.
     before: Sequence[context.StoredMessage] = ()
+    # Reads the files of stored rows in `before` that the model's input keeps.
+    files_read: context.FilesRead | None = None
     # The messages this run added, in order.
     kept: list[Kept] = field(default_factory=list)
     writer: eventlog.EventRecorder = field(init=False)
@@ -68,6 +70,7 @@ class UnstoredRun:
             history=[*self.before, *(history_message(m) for m in self.kept)],
             draft=self.conversation.draft,
             token_budget=budget,
+            files_read=self.files_read,
         )
         return self.head + body
 

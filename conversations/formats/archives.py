@@ -5,9 +5,7 @@ conversations (JSONL: the active branch's path; CSV: every message of every bran
 messages of a page of conversations come from one query read through a server-side
 cursor (`.iterator()`), so the cost is one query per few thousand messages rather than
 one per conversation (plus one for the active branches of those that have several). ZIP
-archives are written with the standard library's zipfile into a sink that hands out the
-bytes written so far: zipfile streams to an unseekable file by putting sizes in data
-descriptors after each member.
+archives are written by formats/zip_streams.py.
 
 Formats: a ZIP of JSON documents (version 2: every branch; each re-imports to the same
 tree), a ZIP of Markdown transcripts (the active path), one JSONL file (OpenAI chat
@@ -15,7 +13,6 @@ fine-tuning format, the active path) and one CSV of every message with its branc
 """
 
 import csv
-import io
 import itertools
 import json
 import unicodedata
@@ -29,6 +26,7 @@ from django.db.models.functions import Cast
 
 from conversations.context import HistoryMessage
 from conversations.formats.exporting import export_json_chunks, export_markdown_chunks, jsonl_line
+from conversations.formats.zip_streams import FLUSH_BYTES, ZipSink
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import SEGMENTS_PER_QUERY, path_ranges, ranges_filter
 
@@ -39,8 +37,6 @@ MESSAGES_PER_QUERY = 20_000
 # path's segments to the query's condition, so they are capped to keep it small.
 PATHS_PER_QUERY = 50
 READ_CHUNK = 5_000
-# Bytes gathered before a piece is handed to the response.
-FLUSH_BYTES = 64 * 1024
 
 CSV_COLUMNS = [
     "conversation_id",
@@ -338,35 +334,8 @@ def csv_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
 # --- ZIP archives --------------------------------------------------------------------
 
 
-class _Sink(io.RawIOBase):
-    """An unseekable file that collects written bytes until they are taken."""
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.position = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        chunk = bytes(data)
-        self.parts.append(chunk)
-        self.size += len(chunk)
-        self.position += len(chunk)
-        return len(chunk)
-
-    def tell(self) -> int:
-        return self.position
-
-    def take(self) -> bytes:
-        data = b"".join(self.parts)
-        self.parts, self.size = [], 0
-        return data
-
-
 def _zip_stream(queryset: QuerySet[Conversation], extension: str, document: Any) -> Iterator[bytes]:
-    sink = _Sink()
+    sink = ZipSink()
     with zipfile.ZipFile(sink, mode="w", compression=zipfile.ZIP_DEFLATED) as archive:
         for page in conversations_in_pages(queryset):
             for conversation in page:

@@ -4,19 +4,25 @@
   exactly. Version 2 added each message's reasoning, the generation settings and the
   branches: every branch with its fork point, each message's branch, the active branch.
   Version 1 (asked for explicitly) is the active branch's path as one line.
+  Version 2 lists each message's files (`attachments`: id, filename, type, size,
+  sha256); version 1 leaves them out.
 - Markdown: for people: the active path, with the other versions at each fork point
-  listed briefly where they branch off.
+  listed briefly where they branch off, and each message's files as links to their
+  bytes (`/api/v1/files/<id>/content`, relative to the site).
 - JSONL: one conversation per line in OpenAI's chat fine-tuning format (the active path).
 
 Exports stream: messages are read in seq order in chunks and written as they come, so
-memory stays flat however long the conversation is.
+memory stays flat however long the conversation is. Files cost a query per chunk of
+messages, and none for a conversation that carries none. The ZIP export (the JSON and
+the files' bytes) is formats/bundles.py.
 """
 
 import itertools
 import json
 import logging
+import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from django.db.models import Q
@@ -25,7 +31,8 @@ from django.utils import timezone
 from config.log_context import exception_for_log
 from conversations import validation
 from conversations.context import StoredMessage, history_units
-from conversations.models import Branch, Conversation, Message
+from conversations.models import Branch, Conversation, Message, StoredFile
+from conversations.selectors.attachments import attachment_files, conversation_has_attachments
 from conversations.selectors.branches import (
     BRANCH_FIELDS,
     SEGMENTS_PER_QUERY,
@@ -34,6 +41,7 @@ from conversations.selectors.branches import (
     path_querysets,
 )
 from conversations.serializers import (
+    attachment_export_dict,
     branch_export_dict,
     conversation_export_dict,
     message_export_dict,
@@ -44,7 +52,7 @@ log = logging.getLogger(__name__)
 FORMAT = "parley.conversation"
 VERSION = 2
 # What version 2 added, left out of a version 1 document.
-V2_CONVERSATION_FIELDS = ("temperature", "max_output_tokens", "active_branch_id")
+V2_CONVERSATION_FIELDS = ("temperature", "max_output_tokens", "vision", "active_branch_id")
 V2_MESSAGE_FIELDS = ("reasoning", "reasoning_ms", "branch_id")
 READ_CHUNK = 2000
 # Branches whose messages one query of the JSON export reads together, at most.
@@ -61,7 +69,12 @@ MARKDOWN_CUT = (
 )
 
 
-def chunks_ended_cleanly(chunks: Iterator[str], *, notice: str = "") -> Iterator[str]:
+Chunk = TypeVar("Chunk", str, bytes)
+
+
+def chunks_ended_cleanly(
+    chunks: Iterator[Chunk], *, notice: Chunk | None = None
+) -> Iterator[Chunk]:
     """`chunks` until one fails, then `notice`: the error is logged and the download ends
     (a JSON document cut short is invalid, which says it is incomplete), where an error
     raised into the server would leave some clients waiting on an open connection."""
@@ -141,6 +154,21 @@ def _branch_messages(branches: list[dict[str, Any]]) -> Iterator[Message]:
     yield from _group_messages(group)
 
 
+def _with_files(
+    messages: Iterable[Message], *, conversation_id: UUID, has_files: bool
+) -> Iterator[tuple[Message, list[StoredFile]]]:
+    """Each message with its files, in order: a query per READ_CHUNK messages, none when
+    the conversation carries no file (`has_files`)."""
+    if not has_files:
+        for message in messages:
+            yield message, []
+        return
+    for chunk in _batched(messages, READ_CHUNK):
+        files = attachment_files(message_ids=[message.pk for message in chunk])
+        for message in chunk:
+            yield message, files.get(message.pk, [])
+
+
 def _dumps(value: Any) -> str:
     # Repaired, so a row stored before text was checked still exports (and imports back).
     return json.dumps(validation.storable_json(value), ensure_ascii=False)
@@ -159,17 +187,22 @@ def export_json_chunks(conversation: Conversation, *, version: int = VERSION) ->
         for name in V2_CONVERSATION_FIELDS:
             head["conversation"].pop(name)
         messages: Iterable[Message] = _messages(conversation)
+        has_files = False
     else:
         branches = _branches(conversation)
         head["branches"] = [branch_export_dict(row) for row in branches]
         messages = _branch_messages(branches)
+        has_files = conversation_has_attachments(conversation_id=conversation.pk)
     yield _dumps(head)[:-1] + ', "messages": ['
     separator = ""
-    for message in messages:
+    rows = _with_files(messages, conversation_id=conversation.pk, has_files=has_files)
+    for message, files in rows:
         row = message_export_dict(message)
         if version == 1:
             for name in V2_MESSAGE_FIELDS:
                 row.pop(name)
+        else:
+            row["attachments"] = [attachment_export_dict(file) for file in files]
         yield separator + _dumps(row)
         separator = ", "
     yield "]}"
@@ -197,6 +230,26 @@ def _fence(text: str) -> str:
 def _block(text: str, language: str = "") -> str:
     fence = _fence(text)
     return f"{fence}{language}\n{text}\n{fence}"
+
+
+# Characters that would end a link's text or format it.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def _markdown_text(text: str) -> str:
+    """Text shown as itself inside Markdown (a link's text)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def _markdown_files(files: list[StoredFile]) -> str:
+    """A message's files as links to their bytes (relative to the site: the download
+    needs the owner's session or key)."""
+    lines = [
+        f"- [{_markdown_text(file.filename)}](/api/v1/files/{file.pk}/content)"
+        f" ({file.content_type}, {file.size} bytes)"
+        for file in files
+    ]
+    return "**Attachments**\n\n" + "\n".join(lines)
 
 
 def _markdown_message(message: Message) -> str:
@@ -231,6 +284,7 @@ def export_markdown_chunks(conversation: Conversation) -> Iterator[str]:
     if conversation.draft:
         yield "## Draft\n\n" + _block(conversation.draft) + "\n\n"
     yield "## Transcript\n\n"
+    has_files = conversation_has_attachments(conversation_id=conversation.pk)
     for chunk in _batched(_messages(conversation), READ_CHUNK):
         # With the count, a conversation of one branch costs no alternatives query (the
         # admin's Markdown ZIP exports many conversations, most of one branch).
@@ -238,8 +292,11 @@ def export_markdown_chunks(conversation: Conversation) -> Iterator[str]:
             branch, [m.seq for m in chunk], branch_count=conversation.branch_count
         )
         others = _other_versions(choices)
+        files = attachment_files(message_ids=[m.pk for m in chunk]) if has_files else {}
         for message in chunk:
             yield _markdown_message(message) + "\n\n"
+            if message.pk in files:
+                yield _markdown_files(files[message.pk]) + "\n\n"
             alternatives = choices.get(message.seq)
             if alternatives:
                 yield _alternatives_note(message.seq, alternatives, others) + "\n\n"

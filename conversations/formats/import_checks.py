@@ -56,6 +56,7 @@ def conversation_problems(conversation: "ImportedConversation") -> list[Problem]
         + validation.max_output_tokens_problems(
             getattr(conversation, "max_output_tokens", None), path=f"{base}.max_output_tokens"
         )
+        + validation.vision_problems(getattr(conversation, "vision", True), path=f"{base}.vision")
     )
 
 

@@ -20,12 +20,12 @@ answering an earlier call, lengths, storable text.
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.utils import timezone
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from conversations import validation
@@ -42,6 +42,7 @@ from conversations.models import default_tools
 Role = Literal["user", "assistant", "tool", "system"]
 Kind = Literal["message", "event", "draft_edit"]
 READ_VERSIONS = (1, 2)
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 
 class _Strict(BaseModel):
@@ -69,11 +70,26 @@ class ImportedMessage(_Strict):
     provider_payload: dict[str, Any] | None
 
 
+class ImportedAttachment(_Strict):
+    """A file a message carries, named by its bytes' sha256: an import links the message to
+    the importing user's file holding those bytes (brought in a ZIP, or already theirs).
+    `id` and `content_type` are the exporting side's; the type is decided again from the
+    bytes."""
+
+    id: UUID
+    filename: str
+    content_type: str
+    size: Annotated[int, Field(ge=0)]
+    sha256: Annotated[str, Field(pattern=SHA256_PATTERN)]
+
+
 class ImportedMessageV2(ImportedMessage):
     reasoning: str
     reasoning_ms: int | None
     # Absent in documents written before branches: every message is on the root then.
     branch_id: UUID | None = None
+    # Absent in documents written before files.
+    attachments: list[ImportedAttachment] = []
 
 
 class ImportedBranch(_Strict):
@@ -100,6 +116,8 @@ class ImportedConversationV2(ImportedConversation):
     temperature: float | None
     max_output_tokens: int | None
     active_branch_id: UUID | None = None
+    # Exports made before images went to the model lack it: the default.
+    vision: bool = True
 
 
 class ImportedDocument(_Strict):

@@ -15,7 +15,7 @@ from conversations.models.conversations import (
     RunStatus,
     default_tools,
 )
-from conversations.models.files import Attachment, StoredFile
+from conversations.models.files import Attachment, FileText, StoredFile
 from conversations.models.usage import DailyMessageCount, UsageDay
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Branch",
     "Conversation",
     "DailyMessageCount",
+    "FileText",
     "Message",
     "MessageKind",
     "MessageRole",

@@ -103,6 +103,8 @@ class Conversation(models.Model):
     # PARLEY_DEFAULT_MAX_OUTPUT_TOKENS), so no reply runs unbounded.
     temperature = models.FloatField(null=True, blank=True)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Whether the model takes images (else they are named to it: `[image: name, WxH]`).
+    vision = models.BooleanField(default=True)
     # Set while an import stores the conversation a batch at a time (null once whole):
     # hidden from every read until then, and deleted when its import was abandoned.
     import_started_at = models.DateTimeField(null=True, blank=True)

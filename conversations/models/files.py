@@ -33,7 +33,15 @@ class StoredFile(models.Model):
     # Raster images only.
     width = models.PositiveIntegerField(null=True, blank=True)
     height = models.PositiveIntegerField(null=True, blank=True)
+    # PDFs only: the page count, and the text extracted at upload (FileText).
+    page_count = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # When a message first used the file: one never used waits PARLEY_FILE_ORPHAN_SECONDS
+    # for its message before the sweep deletes it.
+    attached_at = models.DateTimeField(null=True, blank=True)
+    # Set when messages using the file are deleted (services.files_release): the next
+    # sweep deletes the file if no message uses it any more, or clears this if one does.
+    released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "file"  # "No such file." when it is not the caller's
@@ -44,10 +52,30 @@ class StoredFile(models.Model):
         indexes = [
             models.Index(fields=["owner", "-created_at", "-id"], name="stored_file_owner_recent"),
             models.Index(fields=["created_at"], name="stored_file_created"),
+            models.Index(
+                fields=["released_at"],
+                name="stored_file_released",
+                condition=models.Q(released_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.filename} ({self.content_type}, {self.size} bytes)"
+
+
+class FileText(models.Model):
+    """The text of a PDF, extracted once at upload: the model reads it on every turn, and
+    extracting it again each time would cost more than the call. Bounded by
+    PARLEY_FILE_TEXT_MAX_CHARS (`complete` says whether it is all of it)."""
+
+    file = models.OneToOneField(
+        StoredFile, on_delete=models.CASCADE, primary_key=True, related_name="text"
+    )
+    text = models.TextField(blank=True)
+    complete = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return f"text of {self.file_id} ({len(self.text)} chars)"
 
 
 class Attachment(models.Model):

@@ -92,12 +92,51 @@ class OpenAIView(APIView):
             reason = next(filter(None, map(unstorable_reason, [name, *values])), None)
             if reason:
                 raise invalid(f"Query parameter {quoted(name)!r} {reason}.", param=quoted(name))
-        limit: int = settings.PARLEY_API_MAX_BODY_BYTES
-        if request.method in ("POST", "PUT", "PATCH") and len(request.body) > limit:
+        limit = self.body_limit()
+        if (
+            limit is not None
+            and request.method in ("POST", "PUT", "PATCH")
+            and len(request.body) > limit
+        ):
             raise OpenAIError(
                 REQUEST_TOO_LARGE,
-                f"The request body is {len(request.body)} bytes; the limit is {limit}.",
+                f"The request body is {len(request.body)} bytes; the limit is {limit}."
+                + self.body_hint,
             )
+
+    # Said after a refusal of a body too large: what to do instead.
+    body_hint = ""
+
+    def body_limit(self) -> int | None:
+        """The largest body this view takes; None: the view limits it itself (an upload,
+        as it streams)."""
+        limit: int = settings.PARLEY_API_MAX_BODY_BYTES
+        return limit
+
+
+class InputView(OpenAIView):
+    """A view whose input items may carry files inline (base64 in the JSON body): the body
+    may be as large as Django reads one, and what is not those files' bytes keeps the
+    usual limit (`body_rest_check`, once the input is read)."""
+
+    body_hint = " Upload large files to /openai/v1/files and send their file_id."
+
+    def body_limit(self) -> int | None:
+        limit: int = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return limit
+
+
+def body_rest_check(request: Request, *, inline_chars: int) -> None:
+    """The body of an InputView, less the `inline_chars` that were files' bytes, within the
+    usual body limit."""
+    limit: int = settings.PARLEY_API_MAX_BODY_BYTES
+    size = len(request.body)
+    if size - inline_chars > limit:
+        raise OpenAIError(
+            REQUEST_TOO_LARGE,
+            f"The request body is {size} bytes, {size - inline_chars} of them besides inline "
+            f"files' bytes; the limit for those is {limit}.",
+        )
 
 
 # --- the request's parts ----------------------------------------------------------------

@@ -31,6 +31,7 @@ from conversations.errors import (
     ValidationFailed,
     error_from,
 )
+from conversations.validation import type_name
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,30 @@ def quoted(value: Any) -> str:
 
 def invalid(message: str, *, param: str | None, code: str | None = None) -> OpenAIError:
     return OpenAIError(codes.INVALID, message, param=param, refinement=code)
+
+
+def wrong_type(param: str, expected: str, value: Any) -> OpenAIError:
+    return invalid(
+        f"Invalid type for '{param}': expected {expected}, but got {type_name(value)}.",
+        param=param,
+        code="invalid_type",
+    )
+
+
+def fields_check(item: dict[str, Any], param: str, *, required: set[str], known: set[str]) -> None:
+    """An object of the input holds no field outside `known` and every one of `required`,
+    each refusal naming the field as OpenAI's API does (`input[0].content[1].foo`)."""
+    for name in item:
+        if name not in known:
+            full = f"{param}.{quoted(name)}"
+            raise invalid(f"Unknown parameter: '{full}'.", param=full, code="unknown_parameter")
+    for name in sorted(required):
+        if name not in item:
+            raise invalid(
+                f"Missing required parameter: '{param}.{name}'.",
+                param=f"{param}.{name}",
+                code="missing_required_parameter",
+            )
 
 
 def param_of(path: str) -> str | None:

@@ -8,7 +8,9 @@ maps back to its row with no lookup table and says what kind of object it names.
   the assistant message that made it: one stored message with several calls gives
   several items, each with its own id;
 - a `function_call_output` item: `fco_<message uuid hex>` (a stored tool message);
-- a response: `resp_<run uuid hex>` (a response is a run).
+- a response: `resp_<run uuid hex>` (a response is a run);
+- a file: `file-<uuid hex>` (OpenAI's files are `file-...`); its plain Parley UUID (the
+  one /api/v1/files/ shows) is accepted too.
 """
 
 import re
@@ -18,10 +20,12 @@ from uuid import UUID
 
 CONVERSATION_PREFIX = "conv_"
 RESPONSE_PREFIX = "resp_"
+FILE_PREFIX = "file-"
 
 _HEX = "[0-9a-f]{32}"
 _CONVERSATION = re.compile(f"{CONVERSATION_PREFIX}({_HEX})")
 _RESPONSE = re.compile(f"{RESPONSE_PREFIX}({_HEX})")
+_FILE = re.compile(f"{FILE_PREFIX}({_HEX})")
 # The index has no leading zero, so each item has exactly one spelling.
 _ITEM = re.compile(f"(msg|fc|fco)_({_HEX})(?:_(0|[1-9][0-9]{{0,3}}))?")
 
@@ -55,7 +59,12 @@ def conversation_id(key: UUID) -> str:
 
 def conversation_key(raw: str) -> UUID | None:
     """The UUID behind a conversation id in either spelling; None for anything else."""
-    found = _CONVERSATION.fullmatch(raw)
+    return _key(_CONVERSATION, raw)
+
+
+def _key(pattern: re.Pattern[str], raw: str) -> UUID | None:
+    """The UUID behind `raw`: the prefixed spelling `pattern` matches, or a plain UUID."""
+    found = pattern.fullmatch(raw)
     if found:
         return UUID(hex=found.group(1))
     try:
@@ -90,3 +99,12 @@ def response_key(raw: str) -> UUID | None:
     """The run behind a response id; None for anything else."""
     found = _RESPONSE.fullmatch(raw)
     return UUID(hex=found.group(1)) if found else None
+
+
+def file_id(key: UUID) -> str:
+    return f"{FILE_PREFIX}{key.hex}"
+
+
+def file_key(raw: str) -> UUID | None:
+    """The UUID behind a file id in either spelling; None for anything else."""
+    return _key(_FILE, raw)

@@ -3,8 +3,9 @@
 - `message`: role `user` becomes a user message; `system` and `developer` a context
   event (Parley has one instruction role: it reads back as `system`); `assistant` an
   assistant message. Content is a string or a list of text parts (`input_text`,
-  `output_text`, `refusal`), joined by a newline; images, files and audio are refused,
-  as Parley stores text.
+  `output_text`, `refusal`), joined by a newline. A user's message may also hold
+  `input_image` and `input_file` parts (file_parts.py): the files it carries, in order
+  (its text may then be empty); other messages take text only, and audio is refused.
 - `function_call` `{call_id, name, arguments}`: a tool call of an assistant message.
   Calls sent together, with the assistant `message` just before them if any, make one
   assistant message, as a model's reply with parallel calls is stored.
@@ -27,10 +28,10 @@ from django.conf import settings
 from conversations import validation
 from conversations.errors import ValidationFailed
 from conversations.models import Message
-from conversations.openai_api.errors import OpenAIError, invalid, quoted
+from conversations.openai_api.errors import fields_check, invalid, quoted, wrong_type
+from conversations.openai_api.file_parts import FILE_PARTS, FilePart, file_part
 from conversations.openai_api.ids import ItemRef, ItemType
 from conversations.services import NewMessage
-from conversations.validation import type_name
 
 MAX_ITEMS = 20
 # Fields of listed items that a client may send back unchanged; they mean nothing here.
@@ -53,31 +54,9 @@ def _content_max() -> int:
     return limit
 
 
-def _wrong_type(param: str, expected: str, value: Any) -> OpenAIError:
-    return invalid(
-        f"Invalid type for '{param}': expected {expected}, but got {type_name(value)}.",
-        param=param,
-        code="invalid_type",
-    )
-
-
-def _fields(item: dict[str, Any], param: str, *, required: set[str], known: set[str]) -> None:
-    for name in item:
-        if name not in known:
-            full = f"{param}.{quoted(name)}"
-            raise invalid(f"Unknown parameter: '{full}'.", param=full, code="unknown_parameter")
-    for name in sorted(required):
-        if name not in item:
-            raise invalid(
-                f"Missing required parameter: '{param}.{name}'.",
-                param=f"{param}.{name}",
-                code="missing_required_parameter",
-            )
-
-
 def _string(value: Any, param: str, *, max_chars: int, empty: bool = True) -> str:
     if not isinstance(value, str):
-        raise _wrong_type(param, "a string", value)
+        raise wrong_type(param, "a string", value)
     if not empty and not value.strip():
         raise invalid(f"Invalid '{param}': must not be empty.", param=param)
     problems = validation.text_problems(value, path=param, max_chars=max_chars)
@@ -86,35 +65,53 @@ def _string(value: Any, param: str, *, max_chars: int, empty: bool = True) -> st
     return value
 
 
-def _text(value: Any, param: str, *, parts: set[str]) -> str:
-    """A string, or a list of text parts of the kinds in `parts`, as one text."""
+def _text(value: Any, param: str, *, parts: set[str], files: list[FilePart] | None = None) -> str:
+    """A string, or a list of text parts of the kinds in `parts`, as one text. With
+    `files` (a user's message), file parts are taken too, into `files`."""
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
-        raise _wrong_type(param, "a string or an array of content parts", value)
+        raise wrong_type(param, "a string or an array of content parts", value)
     texts = []
     for index, part in enumerate(value):
         where = f"{param}[{index}]"
         if not isinstance(part, dict):
-            raise _wrong_type(where, "an object", part)
+            raise wrong_type(where, "an object", part)
         kind = part.get("type")
+        if files is not None and kind in FILE_PARTS:
+            files.append(file_part(part, where))
+            continue
         if kind not in parts:
-            accepted = ", ".join(sorted(parts))
             raise invalid(
-                f"Invalid '{where}.type': {quoted(kind)!r} is not supported; Parley stores "
-                f"text, as {accepted} parts.",
+                f"Invalid '{where}.type': {quoted(kind)!r} is not supported here; "
+                f"{_accepted(kind, parts, files=files is not None)}",
                 param=f"{where}.type",
             )
         field = _TEXT_PARTS[kind]
-        _fields(part, where, required={"type", field}, known=_PART_FIELDS[kind])
+        fields_check(part, where, required={"type", field}, known=_PART_FIELDS[kind])
         if not isinstance(part[field], str):
-            raise _wrong_type(f"{where}.{field}", "a string", part[field])
+            raise wrong_type(f"{where}.{field}", "a string", part[field])
         texts.append(part[field])
+    limit: int = settings.PARLEY_FILE_MAX_PER_MESSAGE
+    if files is not None and len(files) > limit:
+        raise invalid(
+            f"Invalid '{param}': at most {limit} files per message ({len(files)} given).",
+            param=param,
+        )
     return "\n".join(texts)
 
 
-def _message(item: dict[str, Any], param: str) -> NewMessage:
-    _fields(item, param, required={"role", "content"}, known=_MESSAGE_FIELDS)
+def _accepted(kind: Any, parts: set[str], *, files: bool) -> str:
+    """What a message takes instead of a part of `kind`."""
+    if files:
+        return f"a user's message takes {', '.join(sorted(parts | FILE_PARTS))} parts."
+    if kind in FILE_PARTS:
+        return "images and files go in a user's message."
+    return f"this takes {', '.join(sorted(parts))} parts."
+
+
+def _message(item: dict[str, Any], param: str) -> tuple[NewMessage, tuple[FilePart, ...]]:
+    fields_check(item, param, required={"role", "content"}, known=_MESSAGE_FIELDS)
     role = item["role"]
     if role not in _ROLES:
         raise invalid(
@@ -123,22 +120,24 @@ def _message(item: dict[str, Any], param: str) -> NewMessage:
             param=f"{param}.role",
         )
     parts = set(_TEXT_PARTS) if role == "assistant" else {"input_text", "output_text"}
+    files: list[FilePart] | None = [] if role == "user" else None
     text = _string(
-        _text(item["content"], f"{param}.content", parts=parts),
+        _text(item["content"], f"{param}.content", parts=parts, files=files),
         f"{param}.content",
         max_chars=_content_max(),
-        # An assistant's empty reply is a real thing to record (one stopped while thinking).
-        empty=role == "assistant",
+        # An assistant's empty reply is a real thing to record (one stopped while
+        # thinking); a user's message may be files alone.
+        empty=role == "assistant" or bool(files),
     )
     if role == "assistant":
-        return NewMessage(role=Message.Role.ASSISTANT, content=text)
+        return NewMessage(role=Message.Role.ASSISTANT, content=text), ()
     if role == "user":
-        return NewMessage(role=Message.Role.USER, content=text)
-    return NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=text)
+        return NewMessage(role=Message.Role.USER, content=text), tuple(files or ())
+    return NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=text), ()
 
 
 def _call(item: dict[str, Any], param: str) -> dict[str, str]:
-    _fields(item, param, required={"call_id", "name", "arguments"}, known=_CALL_FIELDS)
+    fields_check(item, param, required={"call_id", "name", "arguments"}, known=_CALL_FIELDS)
     return {
         "id": _string(
             item["call_id"],
@@ -154,7 +153,7 @@ def _call(item: dict[str, Any], param: str) -> dict[str, str]:
 
 
 def _output(item: dict[str, Any], param: str) -> NewMessage:
-    _fields(item, param, required={"call_id", "output"}, known=_OUTPUT_FIELDS)
+    fields_check(item, param, required={"call_id", "output"}, known=_OUTPUT_FIELDS)
     name = item.get("name")
     return NewMessage(
         role=Message.Role.TOOL,
@@ -184,6 +183,9 @@ class InputMessages:
     # The path the domain gives a call or result of `messages` (`$.messages[1].tool_call_id`)
     # -> the parameter of the item it came from (`input[3].call_id`).
     params: dict[str, str] = field(default_factory=dict)
+    # The files of the user's messages, by their place in `messages` (files_in.py reads
+    # or stores them).
+    files: dict[int, tuple[FilePart, ...]] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def named(self) -> Iterator[None]:
@@ -208,7 +210,7 @@ def new_messages(
     if value is None and at_least == 0:
         return read
     if not isinstance(value, list):
-        raise _wrong_type(param, "an array", value)
+        raise wrong_type(param, "an array", value)
     if not at_least <= len(value) <= most:
         raise invalid(
             f"Invalid '{param}': expected from {at_least} to {most} items, got {len(value)}.",
@@ -234,7 +236,7 @@ def new_messages(
     for index, item in enumerate(value):
         where = f"{param}[{index}]"
         if not isinstance(item, dict):
-            raise _wrong_type(where, "an object", item)
+            raise wrong_type(where, "an object", item)
         kind = item.get("type", "message" if "role" in item else None)
         if kind == ItemType.FUNCTION_CALL:
             call = _call(item, where)
@@ -250,10 +252,12 @@ def new_messages(
             continue
         turn_end()
         if kind == ItemType.MESSAGE:
-            new = _message(item, where)
+            new, files = _message(item, where)
             if new.role == Message.Role.ASSISTANT:
                 turn = new
             else:
+                if files:
+                    read.files[len(messages)] = files
                 messages.append(new)
         elif kind == ItemType.FUNCTION_CALL_OUTPUT:
             read.params[f"$.messages[{len(messages)}].tool_call_id"] = f"{where}.call_id"

@@ -8,6 +8,10 @@ A stored message gives one or more items, in this order:
 - an assistant message: a `message` item when it has text or no tool calls, then one
   `function_call` item per tool call. Each item's place on the path is (seq, part):
   part 0 is the text, part n + 1 the n-th call.
+
+A user's message with files shows them after its text, in order: an image as an
+`input_image` part, any other file as an `input_file` part, each naming the file by its
+`file_id` (`rows_with_files` reads the files of a set of rows in one query).
 """
 
 from collections.abc import Mapping, Sequence
@@ -16,8 +20,9 @@ from typing import Any
 
 from django.conf import settings
 
-from conversations.models import Conversation, Message
-from conversations.openai_api.ids import ItemRef, ItemType, conversation_id, item_id
+from conversations import selectors
+from conversations.models import Conversation, Message, StoredFile
+from conversations.openai_api.ids import ItemRef, ItemType, conversation_id, file_id, item_id
 
 COMPLETED = "completed"
 
@@ -57,8 +62,28 @@ def _text_part(role: str, text: str) -> dict[str, Any]:
     return {"type": "input_text", "text": text}
 
 
+def _file_part(file: StoredFile) -> dict[str, Any]:
+    if file.content_type.startswith("image/"):
+        return {
+            "type": "input_image",
+            "image_url": None,
+            "detail": "auto",
+            "file_id": file_id(file.pk),
+        }
+    return {"type": "input_file", "file_id": file_id(file.pk), "filename": file.filename}
+
+
+def rows_with_files(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` (`selectors.PATH_ROW_FIELDS` rows), each user message's with its `files`:
+    one query for them all."""
+    keys = [row["id"] for row in rows if row["role"] == Message.Role.USER]
+    files = selectors.attachment_files(message_ids=keys)
+    return [{**row, "files": files.get(row["id"], [])} for row in rows]
+
+
 def message_items(row: Mapping[str, Any]) -> list[Item]:
-    """The items of one stored message (a `selectors.PATH_ROW_FIELDS` row), in order."""
+    """The items of one stored message (a `selectors.PATH_ROW_FIELDS` row, with its
+    `files` when it has some), in order."""
     key, seq, role = row["id"], row["seq"], row["role"]
     if role == Message.Role.TOOL:
         ref = ItemRef(ItemType.FUNCTION_CALL_OUTPUT, key)
@@ -74,14 +99,16 @@ def message_items(row: Mapping[str, Any]) -> list[Item]:
         return [Item(seq, 0, ref, body)]
     calls = (row["tool_calls"] or []) if role == Message.Role.ASSISTANT else []
     items = []
+    files = row.get("files") or []
     if row["content"] or not calls:
         ref = ItemRef(ItemType.MESSAGE, key)
+        text = [_text_part(role, row["content"])] if row["content"] or not files else []
         body = {
             "id": item_id(ref),
             "type": "message",
             "role": role,
             "status": COMPLETED,
-            "content": [_text_part(role, row["content"])],
+            "content": [*text, *map(_file_part, files)],
         }
         items.append(Item(seq, 0, ref, body))
     for index, call in enumerate(calls):
@@ -107,6 +134,25 @@ def item_list(items: Sequence[Item], *, has_more: bool) -> dict[str, Any]:
         "first_id": items[0].body["id"] if items else "",
         "last_id": items[-1].body["id"] if items else "",
         "has_more": has_more,
+    }
+
+
+def file_object(file: StoredFile) -> dict[str, Any]:
+    """OpenAI's file object. Every file here is the user's own data, whatever purpose it
+    was uploaded for: `user_data`. One no message has used yet is swept once it is
+    PARLEY_FILE_ORPHAN_SECONDS old, which `expires_at` says; a file in use has no end of
+    its own (it goes with the last message that uses it)."""
+    created = int(file.created_at.timestamp())
+    orphan: int = settings.PARLEY_FILE_ORPHAN_SECONDS
+    return {
+        "id": file_id(file.pk),
+        "object": "file",
+        "bytes": file.size,
+        "created_at": created,
+        "filename": file.filename,
+        "purpose": "user_data",
+        "status": "processed",
+        "expires_at": created + orphan if file.attached_at is None else None,
     }
 
 

@@ -13,7 +13,7 @@ from conversations.errors import NotFound
 from conversations.models import Branch, Conversation, Message
 from conversations.openai_api.errors import invalid, quoted
 from conversations.openai_api.ids import ItemRef, item_ref
-from conversations.openai_api.objects import Item, message_items
+from conversations.openai_api.objects import Item, message_items, rows_with_files
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def _lookup(conversation: Conversation, ref: ItemRef) -> FoundItem | None:
         )
     except Message.DoesNotExist:
         return None
-    for item in message_items(selectors.message_row(message)):
+    for item in message_items(rows_with_files([selectors.message_row(message)])[0]):
         if item.ref == ref:
             return FoundItem(branch, message, item)
     return None
@@ -66,14 +66,18 @@ def items_page(
     end = branch.message_count
     if order == "asc":
         start = cursor[0] if cursor else 1
-        rows = selectors.path_rows(branch=branch, after=start - 1, last=start + limit)
+        rows = rows_with_files(
+            selectors.path_rows(branch=branch, after=start - 1, last=start + limit)
+        )
         items = [item for row in rows for item in message_items(row)]
         if cursor:
             items = [item for item in items if item.position > cursor]
         beyond = bool(rows) and rows[-1]["seq"] < end
     else:
         start = cursor[0] if cursor else end
-        rows = selectors.path_rows(branch=branch, after=start - limit - 1, last=start)
+        rows = rows_with_files(
+            selectors.path_rows(branch=branch, after=start - limit - 1, last=start)
+        )
         items = [item for row in reversed(rows) for item in reversed(message_items(row))]
         if cursor:
             items = [item for item in items if item.position < cursor]

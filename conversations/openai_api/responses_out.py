@@ -13,7 +13,7 @@ from uuid import UUID
 
 from conversations.models import Message, Run
 from conversations.openai_api.ids import conversation_id, response_id
-from conversations.openai_api.objects import message_items
+from conversations.openai_api.objects import message_items, rows_with_files
 from conversations.serializers import run_payload
 
 # Parley's run error codes as the codes OpenAI's Response.error allows.
@@ -115,7 +115,7 @@ def input_items(run: Run) -> list[dict[str, Any]]:
     """The items the response's request stored (its input), oldest first."""
     trigger_seq = _trigger_seq(run)
     taken = [m for m in _run_messages(run) if m.seq <= trigger_seq]
-    return [item.body for row in _rows(taken) for item in message_items(row)]
+    return [item.body for row in rows_with_files(_rows(taken)) for item in message_items(row)]
 
 
 def _trigger_seq(run: Run) -> int:

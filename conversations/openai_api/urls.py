@@ -3,10 +3,11 @@
 from django.urls import re_path
 
 from conversations.openai_api.errors import unknown_url
-from conversations.openai_api.views import conversations, items, models, responses
+from conversations.openai_api.views import conversations, files, items, models, responses
 
 _CONVERSATION = r"conversations/(?P<conversation_id>[^/]+)"
 _RESPONSE = r"responses/(?P<response_id>[^/]+)"
+_FILE = r"files/(?P<file_id>[^/]+)"
 
 urlpatterns = [
     re_path(r"^conversations/?$", conversations.ConversationsView.as_view()),
@@ -17,6 +18,9 @@ urlpatterns = [
     re_path(rf"^{_RESPONSE}/?$", responses.ResponseView.as_view()),
     re_path(rf"^{_RESPONSE}/cancel/?$", responses.ResponseCancelView.as_view()),
     re_path(rf"^{_RESPONSE}/input_items/?$", responses.InputItemsView.as_view()),
+    re_path(r"^files/?$", files.FilesView.as_view()),
+    re_path(rf"^{_FILE}/?$", files.FileView.as_view()),
+    re_path(rf"^{_FILE}/content/?$", files.FileContentView.as_view()),
     re_path(r"^models/?$", models.ModelsView.as_view()),
     # Model names may hold a slash (an organisation's prefix, as some servers name them).
     re_path(r"^models/(?P<model_id>.+?)/?$", models.ModelView.as_view()),

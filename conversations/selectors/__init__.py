@@ -2,7 +2,11 @@
 so another user's rows can never come back (callers get "does not exist", which the API
 answers as 404). Split by subject; import them from here."""
 
-from conversations.selectors.attachments import attachment_payloads
+from conversations.selectors.attachments import (
+    attachment_files,
+    attachment_payloads,
+    conversation_file_get,
+)
 from conversations.selectors.branch_pages import branch_page
 from conversations.selectors.branches import (
     PATH_ROW_FIELDS,
@@ -37,13 +41,20 @@ from conversations.selectors.conversations import (
     run_get,
     run_get_for_user,
 )
-from conversations.selectors.files import file_get, file_list
+from conversations.selectors.files import file_cursor, file_get, file_list, files_by_id
+from conversations.selectors.model_files import (
+    history_files,
+    staged_file_input,
+    stored_files_input,
+)
 from conversations.selectors.moderation import (
     DayUsage,
     TranscriptLine,
     TranscriptPage,
+    UserStorage,
     UserUsage,
     branches_table,
+    storage_by_user,
     transcript_page,
     usage_by_day,
     usage_by_user,
@@ -71,8 +82,10 @@ __all__ = [
     "SearchHit",
     "TranscriptLine",
     "TranscriptPage",
+    "UserStorage",
     "UserUsage",
     "alternatives_at",
+    "attachment_files",
     "attachment_payloads",
     "branch_active",
     "branch_count",
@@ -81,11 +94,15 @@ __all__ = [
     "branch_segments",
     "branches_list",
     "branches_table",
+    "conversation_file_get",
     "conversation_get",
     "conversation_list",
     "conversation_model_input",
+    "file_cursor",
     "file_get",
     "file_list",
+    "files_by_id",
+    "history_files",
     "history_tail",
     "message_get",
     "message_page",
@@ -105,6 +122,9 @@ __all__ = [
     "runs_active_counts",
     "search_hits",
     "segment_owning",
+    "staged_file_input",
+    "storage_by_user",
+    "stored_files_input",
     "text_snippet",
     "transcript_page",
     "usage_by_day",

@@ -19,6 +19,7 @@ from conversations.selectors.attachments import attachment_payloads
 from conversations.selectors.branches import alternatives_at, branch_active, path_messages
 from conversations.selectors.cursors import cursor_decode, cursor_encode
 from conversations.selectors.history import HistoryRow, path_history
+from conversations.selectors.model_files import history_files
 from conversations.serializers import MESSAGE_FIELDS
 
 MAX_PAGE = 200
@@ -152,16 +153,21 @@ def conversation_model_input(
     branch: Branch | None = None,
 ) -> list[dict[str, Any]]:
     """What the model is sent for the next turn on a branch (see context.py for the rules)."""
+    budget: int = settings.PARLEY_CONTEXT_TOKENS if token_budget is None else token_budget
     history = history_tail(
         conversation=conversation,
         max_messages=settings.PARLEY_CONTEXT_MAX_MESSAGES,
         branch=branch,
     )
+    history, files_read = history_files(
+        rows=history, vision=conversation.vision, text_chars=context.file_text_chars(budget)
+    )
     return context.build_model_input(
         system_prompt=conversation.system_prompt,
         history=history,
         draft=conversation.draft,
-        token_budget=settings.PARLEY_CONTEXT_TOKENS if token_budget is None else token_budget,
+        token_budget=budget,
+        files_read=files_read,
     )
 
 

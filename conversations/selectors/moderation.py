@@ -7,7 +7,8 @@ from uuid import UUID
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, QuerySet, Sum
 
-from conversations.models import Branch, Conversation, Message, UsageDay
+from conversations.models import Branch, Conversation, Message, StoredFile, UsageDay
+from conversations.selectors.attachments import attachment_files
 from conversations.selectors.branches import (
     BRANCH_FIELDS,
     alternatives_at,
@@ -21,6 +22,8 @@ class TranscriptLine:
     message: Message
     # {"index" (0-based), "count", "branch_ids"} where the message has other versions.
     alternatives: dict[str, Any] | None
+    # The files the message carries, in order.
+    files: list[StoredFile]
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,9 @@ def transcript_page(
     seq is gapless from 1 along a path, so page n is exactly the seq range
     ((n-1)*per_page, n*per_page]: one indexed read per segment of the path however long
     it is, the page count from the branch's path length (not a COUNT, and not the
-    conversation's message_count, which counts every branch), and the alternatives of
-    the whole page in one more query (none for a conversation of one branch)."""
+    conversation's message_count, which counts every branch), the alternatives of the
+    whole page in one more query (none for a conversation of one branch) and the page's
+    files in one more."""
     branch = branch_get(conversation=conversation, branch_id=branch_id)
     pages = max(1, -(-branch.message_count // per_page))
     number = min(max(1, page), pages)
@@ -57,13 +61,14 @@ def transcript_page(
     choices = alternatives_at(
         branch, [m.seq for m in messages], branch_count=conversation.branch_count
     )
+    files = attachment_files(message_ids=[m.pk for m in messages])
     return TranscriptPage(
         messages=messages,
         number=number,
         pages=pages,
         branch=branch,
         active=branch.pk == conversation.active_branch_id,
-        lines=[TranscriptLine(m, choices.get(m.seq)) for m in messages],
+        lines=[TranscriptLine(m, choices.get(m.seq), files.get(m.pk, [])) for m in messages],
     )
 
 
@@ -160,6 +165,41 @@ def usage_by_user(*, start: date, end: date, offset: int = 0, limit: int = 50) -
             messages=row["messages"],
             user_messages=row["user_messages"],
             tokens=row["tokens"],
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class UserStorage:
+    user_id: int
+    username: str
+    files: int
+    stored_bytes: int
+
+
+# What the storage table may be ordered by, heaviest first; ties by the other figure.
+STORAGE_ORDERS = {
+    "bytes": ("-stored_bytes", "-files", "owner_id"),
+    "files": ("-files", "-stored_bytes", "owner_id"),
+}
+
+
+def storage_by_user(*, order: str = "bytes", limit: int = 50) -> list[UserStorage]:
+    """The users storing the most (bytes, or files when `order` is "files"), with their
+    file count and bytes: one aggregate query. Every stored file counts, attached or not,
+    as it does against the per-user quota."""
+    rows = (
+        StoredFile.objects.values("owner_id", "owner__username")
+        .annotate(files=Count("id"), stored_bytes=Sum("size"))
+        .order_by(*STORAGE_ORDERS.get(order, STORAGE_ORDERS["bytes"]))[:limit]
+    )
+    return [
+        UserStorage(
+            user_id=row["owner_id"],
+            username=row["owner__username"],
+            files=row["files"],
+            stored_bytes=row["stored_bytes"],
         )
         for row in rows
     ]

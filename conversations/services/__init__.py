@@ -28,6 +28,8 @@ from conversations.services.files import (
     file_store,
     files_orphans_sweep,
     files_owner_forget,
+    files_release,
+    files_released_sweep,
     files_storage,
 )
 from conversations.services.forks import conversation_fork
@@ -40,7 +42,12 @@ from conversations.services.governance import (
     conversations_unflag,
     user_delete,
 )
-from conversations.services.imports import conversation_import, imports_abandoned_delete
+from conversations.services.imports import (
+    conversation_import,
+    conversation_import_bundle,
+    imports_abandoned_delete,
+)
+from conversations.services.inline_files import InlineFiles, files_inline
 from conversations.services.message_batches import (
     conversation_create_with_messages,
     message_batch_append,
@@ -65,6 +72,7 @@ __all__ = [
     "ChatGPTImportReport",
     "ChatGPTImportResult",
     "FileStager",
+    "InlineFiles",
     "NewMessage",
     "PurgeResult",
     "StagedFile",
@@ -80,6 +88,7 @@ __all__ = [
     "conversation_draft_update",
     "conversation_fork",
     "conversation_import",
+    "conversation_import_bundle",
     "conversation_quota_check",
     "conversation_update",
     "conversations_delete",
@@ -92,8 +101,11 @@ __all__ = [
     "file_delete",
     "file_stage",
     "file_store",
+    "files_inline",
     "files_orphans_sweep",
     "files_owner_forget",
+    "files_release",
+    "files_released_sweep",
     "files_storage",
     "imports_abandoned_delete",
     "message_append",

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.utils import timezone
 
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Attachment, Message, StoredFile
@@ -80,6 +81,13 @@ def attachments_store(*, message: Message, files: Sequence[StoredFile]) -> None:
             )
             for position, file in enumerate(files)
         )
+        files_attached_mark(file_ids=[file.pk for file in files])
+
+
+def files_attached_mark(*, file_ids: Sequence[UUID]) -> None:
+    """Note that messages use these files (the orphan sweep leaves them alone from now on):
+    called whenever Attachment rows are made."""
+    StoredFile.objects.filter(pk__in=file_ids, attached_at=None).update(attached_at=timezone.now())
 
 
 # Copied messages per query when their files are linked to the copies.
@@ -93,6 +101,7 @@ def attachments_copy(*, conversation_id: UUID, copies: dict[UUID, UUID]) -> None
     originals = list(copies)
     for start in range(0, len(originals), COPY_BATCH):
         rows = Attachment.objects.filter(message_id__in=originals[start : start + COPY_BATCH])
+        # The originals' files are attached already (and stay so with the copies).
         Attachment.objects.bulk_create(
             Attachment(
                 conversation_id=conversation_id,

@@ -11,6 +11,7 @@ from conversations import notifications, validation
 from conversations.errors import Problem
 from conversations.models import Conversation, default_tools
 from conversations.services.common import UNSET, raise_if
+from conversations.services.files import files_release
 from conversations.services.quotas import conversation_quota_check
 from conversations.services.runs import runs_end_with_conversations
 from conversations.tools.registry import tool_names_problems
@@ -26,6 +27,7 @@ def conversation_create(
     metadata: dict[str, str] | None = None,
     temperature: float | None = None,
     max_output_tokens: int | None = None,
+    vision: bool = True,
 ) -> Conversation:
     tools = default_tools() if tools is None else tools
     metadata = {} if metadata is None else metadata
@@ -37,6 +39,7 @@ def conversation_create(
         + validation.metadata_problems(metadata)
         + validation.temperature_problems(temperature)
         + validation.max_output_tokens_problems(max_output_tokens)
+        + validation.vision_problems(vision)
     )
     with transaction.atomic():
         conversation_quota_check(owner_id=owner.pk)
@@ -49,6 +52,7 @@ def conversation_create(
             metadata=metadata,
             temperature=temperature,
             max_output_tokens=max_output_tokens,
+            vision=vision,
         )
 
 
@@ -63,6 +67,7 @@ def conversation_update(
     archived: bool = UNSET,
     temperature: float | None = UNSET,
     max_output_tokens: int | None = UNSET,
+    vision: bool = UNSET,
 ) -> Conversation:
     """Change the settings that were passed; leave the rest untouched."""
     checks = {
@@ -73,6 +78,7 @@ def conversation_update(
         "metadata": validation.metadata_problems,
         "temperature": validation.temperature_problems,
         "max_output_tokens": validation.max_output_tokens_problems,
+        "vision": validation.vision_problems,
     }
     given = {
         "title": title,
@@ -82,6 +88,7 @@ def conversation_update(
         "metadata": metadata,
         "temperature": temperature,
         "max_output_tokens": max_output_tokens,
+        "vision": vision,
     }
     changes: dict[str, Any] = {name: value for name, value in given.items() if value is not UNSET}
     problems: list[Problem] = []
@@ -124,6 +131,7 @@ def conversation_delete(*, conversation: Conversation) -> None:
     conversation_id = conversation.pk
     with transaction.atomic():
         runs_end_with_conversations(conversation_ids=[conversation_id])
+        files_release(conversation_ids=[conversation_id])
         conversation.delete()
         # Answers kept for Idempotency-Key repeats may quote it: they go with it.
         idempotency_answers_forget(

@@ -5,6 +5,7 @@ upload is ever held whole in memory and an oversized one is never read to its en
 import contextlib
 import hashlib
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
@@ -37,8 +38,15 @@ def file_too_large(limit: int) -> ParleyError:
 
 
 class FileStager:
-    def __init__(self, *, limit: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limit: int | None = None,
+        too_large: Callable[[int], ParleyError] = file_too_large,
+    ) -> None:
         self.limit: int = settings.PARLEY_FILE_MAX_BYTES if limit is None else limit
+        # The refusal past the limit (another body than a file, such as an import, says so).
+        self.too_large = too_large
         self.file: IO[bytes] = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed by its owner)
             prefix="parley-upload-", dir=settings.FILE_UPLOAD_TEMP_DIR
         )
@@ -49,7 +57,7 @@ class FileStager:
         self.size += len(chunk)
         if self.size > self.limit:
             self.discard()
-            raise file_too_large(self.limit)
+            raise self.too_large(self.limit)
         self.digest.update(chunk)
         self.file.write(chunk)
 
@@ -62,9 +70,14 @@ class FileStager:
         return StagedFile(file=self.file, size=self.size, sha256=self.digest.hexdigest())
 
 
-def file_stage(*, source: IO[bytes], limit: int | None = None) -> StagedFile:
+def file_stage(
+    *,
+    source: IO[bytes],
+    limit: int | None = None,
+    too_large: Callable[[int], ParleyError] = file_too_large,
+) -> StagedFile:
     """A stream's bytes staged (for callers that hold a stream rather than an upload)."""
-    stager = FileStager(limit=limit)
+    stager = FileStager(limit=limit, too_large=too_large)
     while chunk := source.read(CHUNK):
         stager.write(chunk)
     return stager.finish()

@@ -11,19 +11,21 @@ the row's deletion commits, never before.
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import Storage, storages
-from django.db import transaction
-from django.db.models import Exists, OuterRef, RestrictedError, Sum
+from django.db import DatabaseError, transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet, RestrictedError, Sum
 from django.utils import timezone
 
 from accounts.models import User
 from conversations.errors import FILE_IN_USE, FILE_QUOTA_EXCEEDED, ParleyError
-from conversations.models import Attachment, StoredFile
+from conversations.models import Attachment, FileText, StoredFile
 from conversations.services.file_staging import StagedFile
-from conversations.services.file_types import file_kind_sniff, filename_clean
+from conversations.services.file_text import pdf_text_extract
+from conversations.services.file_types import PDF, file_kind_sniff, filename_clean
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,8 @@ def file_store(*, owner: User, staged: StagedFile, filename: str) -> tuple[Store
     file_quota_exceeded."""
     name = filename_clean(filename)
     kind = file_kind_sniff(file=staged.file, size=staged.size, filename=name)
+    # Before the owner's lock: reading a long PDF takes a while.
+    pdf = pdf_text_extract(staged.file) if kind.content_type == PDF else None
     storage = files_storage()
     storage_name = file_storage_name(owner_id=owner.pk, sha256=staged.sha256)
     written = False
@@ -96,7 +100,10 @@ def file_store(*, owner: User, staged: StagedFile, filename: str) -> tuple[Store
                 storage_name=saved,
                 width=kind.width,
                 height=kind.height,
+                page_count=pdf.pages if pdf else None,
             )
+            if pdf is not None and pdf.text:
+                FileText.objects.create(file=stored, text=pdf.text, complete=pdf.complete)
     except BaseException:
         if written:
             storage.delete(storage_name)
@@ -138,26 +145,66 @@ def file_delete(*, file: StoredFile) -> None:
         _bytes_delete_after_commit([(file.owner_id, file.sha256, file.storage_name)])
 
 
-def files_orphans_sweep(*, now: datetime | None = None) -> int:
-    """Delete the files no message uses that are older than PARLEY_FILE_ORPHAN_SECONDS,
-    bytes included; page by page, each page locked, so a file attached meanwhile stays."""
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.PARLEY_FILE_ORPHAN_SECONDS)
-    unused = StoredFile.objects.filter(created_at__lt=cutoff).exclude(
-        Exists(Attachment.objects.filter(file=OuterRef("pk")))
-    )
+def _unused(files: QuerySet[StoredFile]) -> QuerySet[StoredFile]:
+    return files.exclude(Exists(Attachment.objects.filter(file=OuterRef("pk"))))
+
+
+def _sweep(candidates: QuerySet[StoredFile]) -> int:
+    """Delete the candidates no message uses, bytes included, page by page. Each page is
+    locked first and checked again after, by a statement of its own: one attached
+    meanwhile (its message's transaction locked it too) is seen used and stays."""
     deleted = 0
     while True:
         with transaction.atomic():
-            page = list(
-                unused.select_for_update()
+            locked = list(
+                candidates.select_for_update()
                 .order_by("pk")
-                .values_list("pk", "owner_id", "sha256", "storage_name")[:SWEEP_PAGE]
+                .values_list("pk", flat=True)[:SWEEP_PAGE]
             )
-            if not page:
+            if not locked:
                 return deleted
+            page = list(
+                _unused(StoredFile.objects.filter(pk__in=locked)).values_list(
+                    "pk", "owner_id", "sha256", "storage_name"
+                )
+            )
             StoredFile.objects.filter(pk__in=[pk for pk, *_ in page]).delete()
+            # Still used by another message: no longer a candidate.
+            StoredFile.objects.filter(pk__in=locked, released_at__isnull=False).update(
+                released_at=None
+            )
             _bytes_delete_after_commit((owner, sha, name) for _, owner, sha, name in page)
         deleted += len(page)
+        if len(locked) < SWEEP_PAGE:
+            return deleted
+
+
+def files_orphans_sweep(*, now: datetime | None = None) -> int:
+    """Delete the files no message uses that were neither uploaded nor attached in the
+    last PARLEY_FILE_ORPHAN_SECONDS, bytes included: uploads never sent, and (a safety
+    net) any file left unused without being released."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.PARLEY_FILE_ORPHAN_SECONDS)
+    idle = StoredFile.objects.filter(created_at__lt=cutoff).filter(
+        Q(attached_at=None) | Q(attached_at__lt=cutoff)
+    )
+    return _sweep(_unused(idle))
+
+
+def files_release(*, conversation_ids: Iterable[UUID]) -> None:
+    """Called in the transaction deleting conversations, before the delete: their files
+    become candidates for files_released_sweep, which deletes those no other message
+    uses within a minute. One UPDATE, whatever the number of attachments."""
+    StoredFile.objects.filter(
+        Exists(
+            Attachment.objects.filter(file=OuterRef("pk"), conversation_id__in=conversation_ids)
+        ),
+        released_at=None,
+    ).update(released_at=timezone.now())
+
+
+def files_released_sweep() -> int:
+    """Delete the released files no message uses any more, bytes included."""
+    return _sweep(StoredFile.objects.filter(released_at__isnull=False))
 
 
 def files_owner_forget(*, owner_id: int) -> None:
@@ -167,3 +214,14 @@ def files_owner_forget(*, owner_id: int) -> None:
         "owner_id", "sha256", "storage_name"
     )
     _bytes_delete_after_commit(rows.iterator())
+
+
+def files_discard(files: Iterable[StoredFile]) -> None:
+    """Delete files stored for a request that then failed, bytes included (after the
+    commit), unless something uses them meanwhile; best effort: one left behind is swept
+    as unused."""
+    for file in files:
+        try:
+            file_delete(file=file)
+        except (ParleyError, DatabaseError):
+            log.warning("a file stored for a failed request stays until the sweep: %s", file.pk)

@@ -22,7 +22,7 @@ from conversations import notifications
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import AuditEvent, Conversation, Run
 from conversations.services.audit import audit_record_many
-from conversations.services.files import files_owner_forget
+from conversations.services.files import files_owner_forget, files_release
 from conversations.services.runs import runs_end_with_conversations
 
 PAGE = 500
@@ -103,6 +103,7 @@ def _page_delete(page: list[tuple[UUID, int]]) -> None:
     """Delete one page of conversations: a DELETE per table, detaching forks of them."""
     ids = [pk for pk, _ in page]
     runs_end_with_conversations(conversation_ids=ids)
+    files_release(conversation_ids=ids)
     Conversation.objects.filter(pk__in=ids).delete()
     # Answers kept for Idempotency-Key repeats may quote them: they go with them.
     idempotency_answers_forget(

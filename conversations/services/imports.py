@@ -1,6 +1,7 @@
 """Imports: a conversation stored from an export document, a minimal one or a chat
-fine-tuning line (formats/importing.py), everything or nothing, its branches as the
-same tree with new ids.
+fine-tuning line (formats/importing.py), or a ZIP export with the files its messages
+carry (formats/bundles.py), everything or nothing, its branches as the same tree with
+new ids and its messages linked to the importing user's files (services/import_files.py).
 
 A large document is stored in batches, each its own short transaction, so no other
 writer waits long behind an import (SQLite has one write lock for the whole database).
@@ -12,10 +13,10 @@ and one whose process died is deleted by `imports_abandoned_delete`.
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import IO, Any
 from uuid import UUID
 
 from django.db import DatabaseError, transaction
@@ -23,9 +24,17 @@ from django.utils import timezone
 
 from accounts.models import User
 from config.log_context import exception_for_log
+from conversations.formats.bundles import Bundle
 from conversations.formats.importing import ImportedMessage, ParsedExport, parse_export
-from conversations.models import AuditEvent, Branch, Conversation, Message
+from conversations.models import Attachment, AuditEvent, Branch, Conversation, Message, StoredFile
+from conversations.services.attachments import files_attached_mark
 from conversations.services.audit import audit_record
+from conversations.services.files import files_discard, files_release
+from conversations.services.import_files import (
+    import_files_named,
+    import_files_owned,
+    import_files_unpack,
+)
 from conversations.services.quotas import conversation_quota_check
 
 log = logging.getLogger(__name__)
@@ -41,16 +50,44 @@ ABANDONED_AFTER = timedelta(hours=1)
 def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
     """Store a conversation for `owner` from an export, a minimal document or a chat
     fine-tuning line (formats/importing.py): everything or nothing. A tree of branches
-    comes back as the same tree, with new ids, and the same branch active.
+    comes back as the same tree, with new ids, and the same branch active. The files its
+    messages carry must be the owner's already (by sha256): services/import_files.py.
 
     Raises ValidationFailed listing every problem, each with its JSON path.
     """
     parsed = parse_export(document)
+    files = import_files_named(parsed)
+    import_files_owned(owner=owner, files=files)
+    return _parsed_store(owner, parsed, files.found)
+
+
+def conversation_import_bundle(*, owner: User, archive: IO[bytes]) -> Conversation:
+    """Store a conversation for `owner` from a ZIP export (formats/bundles.py): its
+    document as conversation_import does, the files its messages carry from the ZIP,
+    stored as the owner's as uploads are. Everything or nothing: the files stored for an
+    import that fails are deleted again."""
+    with Bundle(archive) as bundle:
+        parsed = parse_export(bundle.document())
+        files = import_files_named(parsed)
+        with transaction.atomic():  # before any file is stored (checked again after)
+            conversation_quota_check(owner_id=owner.pk)
+        try:
+            import_files_unpack(owner=owner, bundle=bundle, files=files)
+            return _parsed_store(owner, parsed, files.found)
+        except BaseException:
+            files_discard(files.created)
+            raise
+
+
+def _parsed_store(
+    owner: User, parsed: ParsedExport, files: Mapping[str, StoredFile]
+) -> Conversation:
     data = parsed.conversation
     # Version 1 exports and the short forms carry no generation settings or reasoning.
     settings = {
         "temperature": getattr(data, "temperature", None),
         "max_output_tokens": getattr(data, "max_output_tokens", None),
+        "vision": getattr(data, "vision", True),
     }
     last_times = [m.created_at for m in parsed.messages]
     with transaction.atomic():
@@ -70,8 +107,13 @@ def conversation_import(*, owner: User, document: bytes | str) -> Conversation:
             import_started_at=timezone.now(),
             **settings,
         )
+        # From now the orphan sweep leaves them be (it takes files unattached for a day),
+        # though their links are stored in later transactions.
+        keys = [file.pk for file in files.values()]
+        for start in range(0, len(keys), BATCH_ROWS):
+            files_attached_mark(file_ids=keys[start : start + BATCH_ROWS])
     try:
-        active, branch_count = _contents_store(conversation, parsed)
+        active, branch_count = _contents_store(conversation, parsed, files)
         with transaction.atomic():
             Conversation.with_imports.filter(pk=conversation.pk).update(
                 active_branch_id=active, branch_count=branch_count, import_started_at=None
@@ -91,6 +133,7 @@ def _abandon(conversation_id: UUID) -> None:
     the database cannot be reached now)."""
     try:
         with transaction.atomic():
+            files_release(conversation_ids=[conversation_id])
             Conversation.with_imports.filter(pk=conversation_id).delete()
     except DatabaseError as exc:
         log.warning(
@@ -108,6 +151,7 @@ def imports_abandoned_delete(*, now: datetime | None = None) -> int:
     stale = Conversation.with_imports.filter(import_started_at__lt=cutoff)
     while keys := list(stale.values_list("pk", flat=True)[:100]):
         with transaction.atomic():
+            files_release(conversation_ids=keys)
             Conversation.with_imports.filter(pk__in=keys, import_started_at__lt=cutoff).delete()
         deleted += len(keys)
     return deleted
@@ -141,6 +185,7 @@ class _Batch:
 
     branches: list[Branch] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
     links: int = 0
     root: dict[str, Any] = field(default_factory=dict)  # the root branch's own update
 
@@ -148,6 +193,7 @@ class _Batch:
         return (
             len(self.branches) >= BATCH_ROWS
             or len(self.messages) >= BATCH_ROWS
+            or len(self.attachments) >= BATCH_ROWS
             or self.links >= BATCH_LINKS
         )
 
@@ -159,10 +205,14 @@ class _Batch:
                 Branch.objects.filter(pk=root).update(**self.root)
             Branch.objects.bulk_create(self.branches)
             Message.objects.bulk_create(self.messages)
-        self.branches, self.messages, self.links, self.root = [], [], 0, {}
+            Attachment.objects.bulk_create(self.attachments)
+        self.branches, self.messages, self.attachments = [], [], []
+        self.links, self.root = 0, {}
 
 
-def _contents_store(conversation: Conversation, parsed: ParsedExport) -> tuple[UUID, int]:
+def _contents_store(
+    conversation: Conversation, parsed: ParsedExport, files: Mapping[str, StoredFile]
+) -> tuple[UUID, int]:
     """The document's branches and messages, stored a batch at a time in the document's
     order (each branch with its messages before the branches forked from them, as the
     fork points must hold at every commit). The active branch's new id, and how many
@@ -170,12 +220,14 @@ def _contents_store(conversation: Conversation, parsed: ParsedExport) -> tuple[U
     root = conversation.active_branch_id
     assert root is not None
     batch = _Batch()
-    rows = _Rows(conversation, parsed, root)
+    rows = _Rows(conversation, parsed, root, files)
     batch.root = rows.root_update()
     for row in rows:
         if isinstance(row, Branch):
             batch.branches.append(row)
             batch.links += len(row.lineage)
+        elif isinstance(row, Attachment):
+            batch.attachments.append(row)
         else:
             batch.messages.append(row)
         if batch.full():
@@ -189,8 +241,15 @@ class _Rows:
     conversation was born with) right before its own messages, with new ids; the other
     branches keep their fork points and times."""
 
-    def __init__(self, conversation: Conversation, parsed: ParsedExport, root: UUID) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        parsed: ParsedExport,
+        root: UUID,
+        files: Mapping[str, StoredFile],
+    ) -> None:
         self.conversation, self.parsed, self.root = conversation, parsed, root
+        self.files = files
         self.ids: dict[UUID | None, UUID] = {None: root}
         self._lineages: dict[UUID, list[list[Any]]] = {root: []}
         # Exports list branches by depth then creation time: equal times (documents
@@ -243,7 +302,18 @@ class _Rows:
             copied=True,
         )
 
-    def __iter__(self) -> Iterator[Branch | Message]:
+    def _attachments(self, row: Message, m: ImportedMessage) -> Iterator[Attachment]:
+        """The message's files, in order (after the message: a batch stores messages
+        first)."""
+        for position, attachment in enumerate(getattr(m, "attachments", None) or []):
+            yield Attachment(
+                conversation=self.conversation,
+                message_id=row.pk,
+                file_id=self.files[attachment.sha256].pk,
+                position=position,
+            )
+
+    def __iter__(self) -> Iterator[Branch | Message | Attachment]:
         # Messages come branch by branch in the order of the branches (the import's
         # checks refused anything else): each branch goes out when its messages start,
         # after any branch listed before it that has none.
@@ -254,6 +324,8 @@ class _Rows:
             while key is not None and key not in self.ids and ahead < len(branches):
                 yield self._branch(ahead)
                 ahead += 1
-            yield self._message(message)
+            row = self._message(message)
+            yield row
+            yield from self._attachments(row, message)
         for index in range(ahead, len(branches)):
             yield self._branch(index)

@@ -35,7 +35,9 @@ from conversations.services.messages import (
     NewMessage,
     branch_target,
     conversation_lock,
+    first_filename,
     messages_append,
+    messages_files,
     stored_payload,
 )
 from conversations.services.quotas import message_quota_take
@@ -52,6 +54,8 @@ def message_batch_problems(messages: Sequence[NewMessage]) -> list[Problem]:
         problems += validation.content_problems(new.content, path=f"{path}.content")
         if new.role == Message.Role.TOOL and not new.tool_call_id:
             problems.append(Problem(f"{path}.tool_call_id", "must not be empty"))
+        if new.attachments and new.role != Message.Role.USER:
+            problems.append(Problem(f"{path}.attachments", "only a user's message carries files"))
         problems += validation.text_problems(
             new.tool_call_id, path=f"{path}.tool_call_id", max_chars=validation.TOOL_CALL_ID_MAX
         )
@@ -142,16 +146,19 @@ def message_batch_append(
         rows = messages_append(conversation=conversation, messages=messages)
         first_user = next((new for new in turns if new.role == Message.Role.USER), None)
         if not locked.title and first_user is not None:
-            title = title_from_message(first_user.content)
+            title = title_from_message(first_user.content, filename=first_filename(first_user))
             Conversation.objects.filter(pk=conversation.pk).update(title=title)
             conversation.title = title
             notifications.notify(conversation.pk, notifications.UPDATED, title=title)
         branch = branch_target(locked=locked, branch_id=None)
+        files = messages_files(rows=rows, messages=messages)
         for row in rows:
             notifications.notify(
                 conversation.pk,
                 notifications.MESSAGE_STORED,
-                message=stored_payload(row, branch, branch_count=locked.branch_count),
+                message=stored_payload(
+                    row, branch, branch_count=locked.branch_count, files=files.get(row.pk, ())
+                ),
             )
     return rows
 

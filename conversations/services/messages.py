@@ -12,15 +12,17 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
 
 from conversations import notifications, sql, validation
+from conversations.context import FileInput
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message, StoredFile
+from conversations.selectors.attachments import attachment_files
 from conversations.selectors.branches import alternatives_at
 from conversations.serializers import attachment_payload, message_payload
 from conversations.services.attachments import attachment_files_resolve, attachments_store
@@ -49,6 +51,18 @@ class NewMessage:
     # What a reasoning model thought before this reply, and for how long (milliseconds).
     reasoning: str = ""
     reasoning_ms: int | None = None
+    # A user message's files: the ids of the owner's stored files it carries, in order
+    # (linked when it is stored), or, for a message kept nowhere, the files as read for
+    # the model (the model's input reads them as it reads a stored message's).
+    attachments: tuple[UUID, ...] = ()
+    files: tuple[FileInput, ...] = ()
+
+    # The fields above that are not the row's own columns.
+    BESIDES_ROW: ClassVar[frozenset[str]] = frozenset({"attachments", "files"})
+
+    def row_values(self) -> dict[str, Any]:
+        """The fields that are Message's own, by the same names."""
+        return {name: value for name, value in vars(self).items() if name not in self.BESIDES_ROW}
 
 
 # What `conversation_lock` re-reads: the fields appends and their notices move or read.
@@ -107,10 +121,9 @@ def _insert(
     now = timezone.now()
     start = branch.message_count - len(messages) if counted else branch.message_count
     rows = [
-        # NewMessage's fields are Message's own, by the same names.
         sql.message_new(
             values={
-                **vars(new),
+                **new.row_values(),
                 "id": new.id or uuid.uuid4(),
                 "conversation_id": conversation.pk,
                 "branch_id": branch.pk,
@@ -148,21 +161,52 @@ def messages_append(
     branch_id: UUID | None = None,
 ) -> list[Message]:
     """Append messages in order to a branch (the active one by default), atomically: all
-    get consecutive seqs along its path or none is stored."""
+    get consecutive seqs along its path or none is stored. The files a user's message
+    carries (`NewMessage.attachments`) are linked to it: StoredFile.DoesNotExist when one
+    is not the owner's, ValidationFailed past the per-message limit."""
     if not messages:
         return []
     # No savepoint of its own inside a caller's transaction (a worker storing a reply):
     # a failure here fails the caller's whole transaction anyway.
     with transaction.atomic(savepoint=False):
         locked = conversation_lock(conversation)
+        files = [
+            attachment_files_resolve(
+                owner_id=locked.owner_id, file_ids=[str(key) for key in new.attachments]
+            )
+            if new.attachments
+            else []
+            for new in messages
+        ]
         branch = branch_advance(locked=locked, branch_id=branch_id, by=len(messages))
-        return _insert(
+        rows = _insert(
             conversation=conversation,
             locked=locked,
             messages=messages,
             branch=branch,
             counted=True,
         )
+        for row, carried in zip(rows, files, strict=True):
+            attachments_store(message=row, files=carried)
+        return rows
+
+
+def first_filename(message: NewMessage) -> str:
+    """The name of the first file a message carries ("" when none), for a title: read only
+    when the message says nothing else."""
+    if message.content.strip() or not message.attachments:
+        return ""
+    names = StoredFile.objects.filter(pk=message.attachments[0]).values_list("filename", flat=True)
+    return names.first() or ""
+
+
+def messages_files(
+    *, rows: Sequence[Message], messages: Sequence[NewMessage]
+) -> dict[UUID, list[StoredFile]]:
+    """The files `messages_append` linked to `rows` (stored from `messages`), by message id,
+    for their payloads: one query, and none when no message carries a file."""
+    carrying = [row.pk for row, new in zip(rows, messages, strict=True) if new.attachments]
+    return attachment_files(message_ids=carrying)
 
 
 def message_append(
@@ -239,9 +283,7 @@ def user_turn_insert(
     if locked.draft_edited:
         changes["draft_edited"] = False
     if not locked.title:
-        changes["title"] = title_from_message(
-            content if content.strip() or not files else files[0].filename
-        )
+        changes["title"] = title_from_message(content, filename=files[0].filename if files else "")
     if locked.active_branch_id != branch.pk:
         # The conversation goes on where its user wrote last.
         changes["active_branch_id"] = branch.pk

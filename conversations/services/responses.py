@@ -23,7 +23,9 @@ from conversations.services.message_batches import (
 from conversations.services.messages import (
     NewMessage,
     branch_target,
+    first_filename,
     messages_append,
+    messages_files,
     stored_payload,
 )
 from conversations.services.quotas import message_quota_take
@@ -61,7 +63,9 @@ def response_input_store(
     changes: dict[str, object] = {}
     first_user = next((new for new in messages if new.role == Message.Role.USER), None)
     if not locked.title and first_user is not None:
-        changes["title"] = title_from_message(first_user.content)
+        changes["title"] = title_from_message(
+            first_user.content, filename=first_filename(first_user)
+        )
     if locked.active_branch_id != target.pk:
         # The conversation goes on where its client wrote last, as after a user message.
         changes["active_branch_id"] = target.pk
@@ -72,11 +76,14 @@ def response_input_store(
             setattr(locked, name, value)
         shown = {key: str(value) for key, value in changes.items()}
         notifications.notify(conversation.pk, notifications.UPDATED, **shown)
+    files = messages_files(rows=rows, messages=messages)
     for row in rows:
         notifications.notify(
             conversation.pk,
             notifications.MESSAGE_STORED,
-            message=stored_payload(row, target, branch_count=locked.branch_count),
+            message=stored_payload(
+                row, target, branch_count=locked.branch_count, files=files.get(row.pk, ())
+            ),
         )
     return target, rows
 

@@ -13,7 +13,8 @@ from django.db.models import UUIDField
 from django.db.models.expressions import RawSQL
 
 from accounts.sql import Rows, Statement, column, execute, row_update, value_reader
-from conversations.models import Branch, Conversation, Message, UsageDay
+from conversations.context import FileInput
+from conversations.models import Attachment, Branch, Conversation, Message, UsageDay
 from conversations.validation import USAGE_COUNTS
 
 _BRANCHES, _MESSAGES = Rows(Branch), Rows(Message)
@@ -112,6 +113,10 @@ class HistoryRow(NamedTuple):
     content: str
     tool_calls: list[dict[str, str]]
     tool_call_id: str
+    # The message's id when files are attached to it (their reading is left to the
+    # caller: selectors.model_files), else None.
+    with_files: UUID | None = None
+    files: tuple[FileInput, ...] = ()
 
 
 def path_history_read(*, ranges: Sequence[tuple[UUID, int, int]]) -> list[HistoryRow]:
@@ -128,9 +133,16 @@ def path_history_read(*, ranges: Sequence[tuple[UUID, int, int]]) -> list[Histor
         cursor.execute(_history_sql(len(ranges)), params)
         rows = cursor.fetchall()
     decode = value_reader(Message, "tool_calls", db)  # JSON, as the ORM decodes it
+    uuid = value_reader(Message, "id", db)
     return [
-        HistoryRow(role, content, [] if calls == NO_CALLS else decode(calls), call_id)
-        for role, content, calls, call_id in rows
+        HistoryRow(
+            role,
+            content,
+            [] if calls == NO_CALLS else decode(calls),
+            call_id,
+            uuid(with_files) if with_files is not None else None,
+        )
+        for role, content, calls, call_id, with_files in rows
     ]
 
 
@@ -142,8 +154,17 @@ def _history_sql(segments: int) -> str:
     wanted = ", ".join(name(field) for field in ("role", "content", "tool_calls", "tool_call_id"))
     seq = name("seq")
     one = f"({name('branch')} = %s AND {seq} > %s AND {seq} <= %s)"
+    table = connection.ops.quote_name(Message._meta.db_table)
+    # An index probe per user message (attachments by message): files are read only for
+    # the messages that have some.
+    attachments = connection.ops.quote_name(Attachment._meta.db_table)
+    linked = connection.ops.quote_name(Attachment._meta.get_field("message").column)
+    with_files = (
+        f"CASE WHEN {name('role')} = 'user' AND EXISTS (SELECT 1 FROM {attachments} "
+        f"WHERE {attachments}.{linked} = {table}.{name('id')}) THEN {table}.{name('id')} END"
+    )
     return (
-        f"SELECT {wanted} FROM {connection.ops.quote_name(Message._meta.db_table)} "
+        f"SELECT {wanted}, {with_files} FROM {table} "
         f"WHERE {' OR '.join([one] * segments)} ORDER BY {seq} ASC"
     )
 

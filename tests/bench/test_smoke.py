@@ -132,6 +132,12 @@ BENCHES = [
             (rf"\| png \| {NUM} \| {NUM} \| {NUM} \| {NUM} \| {NUM}x \| {NUM}x \| {NUM} "
              rf"\| (PASS|FAIL) \|",),
         )),
+        ("attachments", False, Bench(
+            "attachments", ("--repeats", "2", "--image-kib", "4"),
+            "| model input, 20 images |",
+            (rf"\| sent as image parts \| 20 \| 20 \| {NUM} \| {NUM} \|",
+             rf"\| described in words \| 0 \| 0 \| {NUM} \| {NUM} \|"),
+        )),
         ("stateless", False, Bench(
             "stateless", ("--repeats", "2", "--bombs", "16,32"),
             "| state | state size KiB |",

@@ -24,6 +24,7 @@ from conversations.limits import makes_model_work
 from tests.support.entry_points import (
     ANY,
     EXPORT,
+    OPENAI_UPLOAD,
     UPLOAD,
     Call,
     Exercise,
@@ -47,6 +48,7 @@ CONVERSATION = "api/v1/conversations/<str:conversation_id>"
 OA = "/openai/v1"
 OPENAI_CONVERSATION = "openai/v1/^conversations/(?P<conversation_id>[^/]+)"
 OPENAI_RESPONSE = "openai/v1/^responses/(?P<response_id>[^/]+)"
+OPENAI_FILE = "openai/v1/^files/(?P<file_id>[^/]+)"
 HELLO = [{"role": "user", "content": "Hi"}]
 
 HTTP: dict[tuple[str, str], Exercise] = {
@@ -159,6 +161,11 @@ HTTP: dict[tuple[str, str], Exercise] = {
     (f"{OPENAI_RESPONSE}/input_items/?$", "GET"): exercise(
         Call("GET", f"{OA}/responses/{{resp}}/input_items")
     ),
+    ("openai/v1/^files/?$", "GET"): exercise(Call("GET", f"{OA}/files")),
+    ("openai/v1/^files/?$", "POST"): exercise(Call("POST", f"{OA}/files", OPENAI_UPLOAD)),
+    (f"{OPENAI_FILE}/?$", "GET"): exercise(Call("GET", f"{OA}/files/{{file_oai}}")),
+    (f"{OPENAI_FILE}/?$", "DELETE"): exercise(Call("DELETE", f"{OA}/files/{{file_oai}}")),
+    (f"{OPENAI_FILE}/content/?$", "GET"): exercise(Call("GET", f"{OA}/files/{{file_oai}}/content")),
     ("openai/v1/^models/?$", "GET"): exercise(Call("GET", f"{OA}/models")),
     ("openai/v1/^models/(?P<model_id>.+?)/?$", "GET"): exercise(Call("GET", f"{OA}/models/m")),
     ("openai/v1/^.*$", ANY): exercise(Call("GET", f"{OA}/nowhere"), spends=False),

@@ -79,6 +79,11 @@ ENDPOINTS: dict[tuple[str, str], str] = {
     ("DELETE", f"{OAI}/responses/resp_x"): CHAT,
     ("POST", f"{OAI}/responses/resp_x/cancel"): CHAT,
     ("GET", f"{OAI}/responses/resp_x/input_items"): READ,
+    ("GET", f"{OAI}/files"): READ,
+    ("POST", f"{OAI}/files"): CHAT,
+    ("GET", f"{OAI}/files/file-x"): READ,
+    ("DELETE", f"{OAI}/files/file-x"): CHAT,
+    ("GET", f"{OAI}/files/file-x/content"): READ,
     ("GET", f"{OAI}/models"): READ,
     ("GET", f"{OAI}/models/some-model"): READ,
 }

@@ -23,8 +23,8 @@ def branch_ids_relabelled(document: dict[str, Any]) -> dict[str, Any]:
 
 def export_comparable(document: dict[str, Any]) -> dict[str, Any]:
     """An export minus what an import may change, as the format defines it: the ids (a
-    conversation's, its messages', the run and conversation they named; branches by
-    their order) and the export time."""
+    conversation's, its messages', the run and conversation they named, the files';
+    branches by their order) and the export time."""
     document = branch_ids_relabelled(document)
     del document["exported_at"]
     del document["conversation"]["id"]
@@ -32,4 +32,7 @@ def export_comparable(document: dict[str, Any]) -> dict[str, Any]:
     for message in document["messages"]:
         del message["id"]
         del message["run_id"]
+        # The importing user's own files: the same bytes, under their own ids.
+        for attachment in message.get("attachments", []):
+            del attachment["id"]
     return document

@@ -105,8 +105,10 @@ class Call:
 
 
 EXPORT = object()
-# The body UPLOAD is a multipart upload of a small text file as `file`.
+# The body UPLOAD is a multipart upload of a small text file as `file`; OPENAI_UPLOAD the
+# same with OpenAI's `purpose`.
 UPLOAD = object()
+OPENAI_UPLOAD = object()
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ def world_build(owner: User) -> World:
         "resp": f"resp_{run.pk.hex}",
         "item": f"msg_{user.pk.hex}",
         "file": str(stored.pk),
+        "file_oai": f"file-{stored.pk.hex}",
     }
     export = "".join(exporting.export_json_chunks(conversation))
     return World(conversation=conversation, ids=ids, export=export)
@@ -187,9 +190,12 @@ def http_call(client: APIClient, call: Call, world: World) -> Any:
     path = filled(call.path, world.ids)
     if call.body is None:
         return client.generic(call.method, path)
-    if call.body is UPLOAD:
+    if call.body is UPLOAD or call.body is OPENAI_UPLOAD:
         part = SimpleUploadedFile("upload.txt", b"Uploaded words.", content_type="text/plain")
-        return client.post(path, {"file": part}, format="multipart")
+        form: dict[str, Any] = {"file": part}
+        if call.body is OPENAI_UPLOAD:
+            form["purpose"] = "user_data"
+        return client.post(path, form, format="multipart")
     body = world.export if call.body is EXPORT else json.dumps(filled(call.body, world.ids))
     return client.generic(call.method, path, body, content_type="application/json")
 

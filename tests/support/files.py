@@ -43,10 +43,16 @@ def upload(client: APIClient, data: bytes, name: str = "x.bin", content_type: st
 
 
 def stored_names() -> list[str]:
-    """Every object in the files storage (files/<owner>/<sha256>)."""
+    """Every object in the files storage (files/<owner>/<sha256>), whichever storage it is
+    (a bucket has no folders to ask exists() about: listing one with nothing in it is
+    empty)."""
     storage = services.files_storage()
+    try:
+        owners = storage.listdir("files")[0]
+    except FileNotFoundError:
+        return []
     found = []
-    for owner in storage.listdir("files")[0] if storage.exists("files") else []:
+    for owner in owners:
         found += [f"files/{owner}/{name}" for name in storage.listdir(f"files/{owner}")[1]]
     return sorted(found)
 
@@ -140,3 +146,16 @@ def streamed_post(body: MultipartBody, secret: str) -> Any:
         "wsgi.run_once": False,
     }
     return ClientHandler(enforce_csrf_checks=False)(environ)
+
+
+def pdf_bytes(*pages: str) -> bytes:
+    """A PDF with one page per string, each holding that text (extractable, as a
+    word processor's PDF is)."""
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.set_font("helvetica", size=12)
+    for text in pages:
+        document.add_page()
+        document.multi_cell(0, 10, text)
+    return bytes(document.output())

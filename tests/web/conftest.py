@@ -46,15 +46,17 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def stack(django_db_setup, redis_url: str) -> Iterator[Stack]:
+def stack(request: pytest.FixtureRequest, django_db_setup, redis_url: str) -> Iterator[Stack]:
     """Daphne and a worker shared by a module's tests (each test's data is flushed after
-    it, the processes stay); replies come from the fake OpenAI server."""
+    it, the processes stay); replies come from the fake OpenAI server. A module's
+    `STACK_ENV` adds settings of its own (smaller limits, say)."""
     with FakeOpenAI() as fake:
         env = {
             "OPENAI_API_KEY": "test-key",
             "OPENAI_BASE_URL": fake.base_url,
             "OPENAI_MAX_RETRIES": "0",
             "PARLEY_EVENT_COALESCE_MS": "100",
+            **getattr(request.module, "STACK_ENV", {}),
         }
         worker = worker_start(redis_url=redis_url, env=env)
         try:

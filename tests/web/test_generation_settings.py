@@ -107,3 +107,19 @@ def test_a_reply_cut_at_its_token_limit_says_so(chat_page: Page, stack: Stack, o
     chat_page.reload()
     article = chat_page.locator("article.message.assistant").last
     expect(article.locator(".reply-note")).to_be_visible()
+
+
+def test_whether_the_model_takes_images_is_set_in_the_dialog(chat_page: Page, owner):
+    conversation = services.conversation_create(owner=owner, title="Pictures")
+    dialog = open_settings(chat_page, conversation)
+    takes_images = dialog.get_by_label("Sees images")
+    expect(takes_images).to_be_checked()
+
+    takes_images.uncheck()
+    dialog.get_by_role("button", name="Save").click()
+    expect(dialog).to_be_hidden()
+    conversation.refresh_from_db()
+    assert conversation.vision is False
+
+    dialog = open_settings(chat_page, conversation)
+    expect(dialog.get_by_label("Sees images")).not_to_be_checked()

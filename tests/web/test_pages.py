@@ -1,5 +1,6 @@
 """The server-rendered pages, without a browser: who may see what, sign-up switch, API keys."""
 
+import json
 import re
 
 import pytest
@@ -40,13 +41,27 @@ def test_a_conversation_page_is_for_its_owner_only(alice: Client, conversation, 
     assert alice.get("/chat/00000000-0000-0000-0000-000000000000/").status_code == 404
 
 
+def test_the_composer_offers_files_within_the_servers_limits(alice: Client, settings):
+    settings.PARLEY_FILE_MAX_PER_MESSAGE = 3
+    settings.PARLEY_FILE_MAX_BYTES = 5 * 1024 * 1024
+    page = alice.get("/chat/").content.decode()
+    assert 'aria-label="Attach files"' in page
+    assert "up to 3 with a message, 5.0\xa0MB each" in page
+    # The page's modules refuse what the server would, before a byte is sent.
+    found = re.search(r'<script id="parley-config" type="application/json">(.*?)</script>', page)
+    assert found is not None
+    config = json.loads(found.group(1))
+    assert (config["maxFilesPerMessage"], config["maxFileBytes"]) == (3, 5 * 1024 * 1024)
+
+
 def test_chat_pages_forbid_inline_script(alice: Client):
     policy = alice.get("/chat/")["Content-Security-Policy"]
     assert "script-src 'self'" in policy
     assert "unsafe-inline" not in policy
     # Images and media only from Parley: a reply cannot make the browser call elsewhere.
-    # Not even data: (the page's icon is a file of the site's own).
-    assert "img-src 'self';" in policy
+    # Not even data: (the page's icon is a file of the site's own); blob: is the local
+    # preview of a file being attached, which no server sees.
+    assert "img-src 'self' blob:;" in policy
     assert b'<link rel="icon" href="/static/web/favicon.svg"' in alice.get("/chat/").content
     assert "media-src 'self'" in policy
     assert "connect-src 'self' ws://testserver wss://testserver" in policy
@@ -88,7 +103,7 @@ def test_pages_outside_the_admin_and_the_docs_get_the_web_uis_strict_policy(
     ):
         policy = response["Content-Security-Policy"]
         assert "style-src 'self';" in policy
-        assert "img-src 'self';" in policy
+        assert "img-src 'self' blob:;" in policy
         assert "base-uri 'none'" in policy
         assert response["X-DNS-Prefetch-Control"] == "off"
 

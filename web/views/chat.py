@@ -48,6 +48,9 @@ def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpRespon
         "defaultMaxOutputTokens": defaults.max_output_tokens,
         "maxOutputTokensCap": settings.PARLEY_MAX_OUTPUT_TOKENS,
         "defaultTemperature": defaults.temperature,
+        # The composer refuses what the server would, before a byte is sent.
+        "maxFilesPerMessage": settings.PARLEY_FILE_MAX_PER_MESSAGE,
+        "maxFileBytes": settings.PARLEY_FILE_MAX_BYTES,
     }
     return render(
         request,

@@ -3,9 +3,8 @@ delete. The type is decided from the bytes; the limits of conversations.services
 apply while the upload streams."""
 
 from collections.abc import Iterable
-from typing import Any
 
-from django.http import FileResponse, HttpRequest
+from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -18,16 +17,11 @@ from rest_framework.response import Response
 from conversations import selectors, services
 from conversations.api.base import ApiView, int_param, page_response
 from conversations.api.serializers import page_of
-from conversations.api.uploads import FIELD, StagedUpload, StagingUploadHandler
 from conversations.errors import Problem, ValidationFailed
+from conversations.file_responses import file_response
 from conversations.models import StoredFile
 from conversations.serializers import file_payload
-
-# Shown in the browser: raster images. Everything else downloads.
-INLINE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-TEXT_TYPES = {"text/plain", "text/markdown", "text/csv", "application/json"}
-# A file served can never run anything, even opened directly.
-FILE_CSP = "default-src 'none'; sandbox"
+from conversations.uploads import FIELD, StagedUpload, StagedUploadView
 
 
 class FileOut(serializers.Serializer):
@@ -67,16 +61,8 @@ def _file(request: Request, file_id: str) -> StoredFile:
     return selectors.file_get(user=request.user, file_id=file_id)  # type: ignore[arg-type]
 
 
-class FileListView(ApiView):
+class FileListView(StagedUploadView, ApiView):
     parser_classes = [MultiPartParser]
-
-    def body_limit(self) -> int | None:
-        return None  # the upload handler limits the file as it streams
-
-    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
-        if request.method == "POST":
-            request.upload_handlers = [StagingUploadHandler(request)]
-        return super().initialize_request(request, *args, **kwargs)
 
     @extend_schema(
         operation_id="files_list",
@@ -177,17 +163,4 @@ class FileContentView(ApiView):
         responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
     )
     def get(self, request: Request, file_id: str) -> FileResponse:
-        file = _file(request, file_id)
-        content_type = file.content_type
-        if content_type in TEXT_TYPES:
-            content_type += "; charset=utf-8"
-        response = FileResponse(
-            services.files_storage().open(file.storage_name, "rb"),
-            content_type=content_type,
-            as_attachment=file.content_type not in INLINE_TYPES,
-            filename=file.filename,
-        )
-        response["Content-Length"] = str(file.size)
-        response["X-Content-Type-Options"] = "nosniff"
-        response["Content-Security-Policy"] = FILE_CSP
-        return response
+        return file_response(file=_file(request, file_id), request=request._request)

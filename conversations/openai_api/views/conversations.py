@@ -1,13 +1,22 @@
 """Conversations: create (with initial items), retrieve, update metadata, delete."""
 
-from typing import Any
+from typing import Any, cast
 
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.models import User
 from conversations import services, validation
-from conversations.openai_api.base import OpenAIView, body_object, conversation_for
+from conversations.openai_api.base import (
+    InputView,
+    OpenAIView,
+    body_object,
+    body_rest_check,
+    conversation_for,
+)
 from conversations.openai_api.errors import invalid, param_of
+from conversations.openai_api.file_parts import inline_chars
+from conversations.openai_api.files_in import files_stored
 from conversations.openai_api.items_in import new_messages
 from conversations.openai_api.objects import conversation_deleted, conversation_object
 from conversations.validation import type_name
@@ -31,16 +40,18 @@ def _metadata(value: Any) -> dict[str, str]:
     return value
 
 
-class ConversationsView(OpenAIView):
+class ConversationsView(InputView):
     def post(self, request: Request) -> Response:
         body = body_object(request, allowed={"metadata", "items"})
+        body_rest_check(request, inline_chars=inline_chars(body.get("items")))
         metadata = _metadata(body.get("metadata"))
         read = new_messages(body.get("items"))
-        with read.named():
+        user = cast(User, request.user)
+        with files_stored(user=user, read=read) as messages, read.named():
             conversation, _ = services.conversation_create_with_messages(
-                owner=request.user,  # type: ignore[arg-type]
+                owner=user,
                 metadata=metadata,
-                messages=read.messages,
+                messages=messages,
             )
         return Response(conversation_object(conversation))
 

@@ -4,6 +4,7 @@ items a response took as input. A response is a Parley run (engine.response_star
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator
+from dataclasses import replace
 from typing import Any, cast
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.http import StreamingHttpResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.models import ApiKey
+from accounts.models import ApiKey, User
 from accounts.sockets import SocketCredential
 from conversations import selectors, services
 from conversations.engine import (
@@ -29,13 +30,17 @@ from conversations.limits import model_work
 from conversations.models import Run
 from conversations.openai_api import ids
 from conversations.openai_api.base import (
+    InputView,
     OpenAIView,
     body_object,
+    body_rest_check,
     choice_param,
     conversation_for,
     limit_param,
 )
 from conversations.openai_api.errors import OpenAIError, invalid, quoted
+from conversations.openai_api.file_parts import inline_chars
+from conversations.openai_api.files_in import files_read, files_stored
 from conversations.openai_api.responses_in import ALLOWED, response_request
 from conversations.openai_api.responses_out import input_items, response_head, response_object
 from conversations.openai_api.stream import ResponseEvents, openai_events, sse_frame
@@ -139,21 +144,29 @@ def _wait(run: Run) -> dict[str, Any]:
     return response_object(Run.objects.select_related("trigger_message").get(pk=run.pk))
 
 
-class ResponsesView(OpenAIView):
+class ResponsesView(InputView):
     @model_work
     def post(self, request: Request) -> Any:
-        parsed = response_request(body_object(request, allowed=ALLOWED))
+        body = body_object(request, allowed=ALLOWED)
+        body_rest_check(request, inline_chars=inline_chars(body.get("input")))
+        parsed = response_request(body)
         conversation = previous = None
         if parsed.conversation is not None:
             conversation = conversation_for(request, parsed.conversation)
         if parsed.previous_response_id is not None:
             previous = response_for(request, parsed.previous_response_id)
-        user = request.user
+        user = cast(User, request.user)
         if not parsed.store:
+            # The files go to the model as a stored message's would in the conversation
+            # it reads (images as images unless that conversation says otherwise).
+            source = previous.conversation if previous is not None else conversation
+            messages = files_read(
+                user=user, read=parsed.input, vision=source.vision if source else True
+            )
             with parsed.input.named():
                 run, events = response_unstored(
-                    user=user,  # type: ignore[arg-type]
-                    ask=parsed.ask,
+                    user=user,
+                    ask=replace(parsed.ask, messages=messages),
                     conversation=conversation,
                     previous=previous,
                 )
@@ -161,10 +174,10 @@ class ResponsesView(OpenAIView):
             if parsed.stream:
                 return _sse(sse_frame(event) for event in out)
             return Response(out[-1]["response"])
-        with parsed.input.named():
+        with files_stored(user=user, read=parsed.input) as messages, parsed.input.named():
             run = response_start(
-                user=user,  # type: ignore[arg-type]
-                ask=parsed.ask,
+                user=user,
+                ask=replace(parsed.ask, messages=messages),
                 conversation=conversation,
                 previous=previous,
             )

@@ -18,9 +18,10 @@ from django.urls import reverse
 from accounts import services as account_services
 from accounts.models import ApiKey, User
 from conversations import services
-from conversations.models import AuditEvent, Conversation, Message, Run
+from conversations.models import AuditEvent, Conversation, Message, Run, StoredFile
 from conversations.services import NewMessage
 from tests.support.admin import client_for
+from tests.support.files import file_make
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +36,7 @@ MARKERS = {
     "provider_payload": "MkPayload8q",
     "run_error": "MkError9q",
     "client_id": "MkClient0q",
+    "filename": "MkFile11q",
 }
 
 VIEW = ["view_conversation", "view_message", "view_run", "view_auditevent"]
@@ -61,6 +63,7 @@ class World:
     run: Run
     event: AuditEvent
     key: ApiKey
+    file: StoredFile
 
 
 def build_world(owner: User) -> World:
@@ -95,13 +98,17 @@ def build_world(owner: User) -> World:
             ),
         ],
     )
+    file = file_make(owner, b"A picture of a cake.", f"{MARKERS['filename']}.txt")
+    services.user_message_append(
+        conversation=conversation, content="See the file.", attachments=[str(file.pk)]
+    )
     conversation.refresh_from_db()
     event = services.audit_record(
         actor=None, action=AuditEvent.Action.FLAGGED, conversation=conversation, reason="spam?"
     )
     key, _secret = account_services.api_key_create(owner=owner, name="laptop")
     message = conversation.messages.get(seq=1)
-    return World(owner, conversation, message, run, event, key)
+    return World(owner, conversation, message, run, event, key, file)
 
 
 def visitor(role: str, owner: User) -> Client:
@@ -142,6 +149,11 @@ def pages(world: World) -> list[tuple[str, str, str | None]]:
         (
             "transcript",
             reverse("admin:conversations_conversation_transcript", args=[c]),
+            "view_transcript",
+        ),
+        (
+            "file",
+            reverse("admin:conversations_conversation_file", args=[c, world.file.pk]),
             "view_transcript",
         ),
         ("conversation add", reverse("admin:conversations_conversation_add"), "never"),
@@ -204,7 +216,8 @@ def test_every_admin_page_for_every_visitor(role, owner):
     client = visitor(role, owner)
     for name, url, permission in pages(world):
         response = client.get(url)
-        body = response.content
+        streamed = getattr(response, "streaming_content", None)
+        body = b"".join(streamed) if streamed is not None else response.content
         if role in ("anonymous", "owner"):
             assert response.status_code == 302, (role, name)
             assert response["Location"].startswith(reverse("admin:login")), (role, name)
@@ -240,7 +253,7 @@ def test_readers_alone_read_every_kind_of_text(role, owner):
         ]
     )
     readable = ["title", "content", "draft", "system_prompt", "tool_arguments", "tool_result"]
-    readable += ["metadata", "provider_payload", "run_error"]
+    readable += ["metadata", "provider_payload", "run_error", "filename"]
     for field in readable:
         assert (MARKERS[field].encode() in seen) == (role in TRANSCRIPT_ROLES), (role, field)
 

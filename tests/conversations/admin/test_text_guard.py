@@ -13,7 +13,7 @@ from django.urls import reverse
 from accounts import services as account_services
 from accounts.models import User
 from conversations import services
-from conversations.models import AuditEvent, Conversation, Message, Run
+from conversations.models import AuditEvent, Conversation, Message, Run, StoredFile
 from tests.support.admin import MODERATOR_PERMISSIONS, SECRET, chat, client_for, staff
 
 pytestmark = pytest.mark.django_db
@@ -22,6 +22,7 @@ TEXT_FIELDS = {
     Conversation: ["title", "system_prompt", "draft", "metadata"],
     Message: ["content", "reasoning", "tool_calls", "provider_payload"],
     Run: ["error", "client_id"],
+    StoredFile: ["filename"],
 }
 # (admin changelist, lookup prefix, model whose text fields the prefix reaches)
 USER_PERMISSIONS = ["view_user", "view_apikey"]
@@ -39,6 +40,9 @@ PATHS = [
     ("conversations_message", "run__", Run),
     ("accounts_user", "conversations__", Conversation),
     ("accounts_apikey", "owner__conversations__", Conversation),
+    ("conversations_message", "attachments__file__", StoredFile),
+    ("conversations_conversation", "attachments__file__", StoredFile),
+    ("accounts_user", "files__", StoredFile),
 ]
 
 

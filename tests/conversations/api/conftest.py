@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 
 from accounts import services as account_services
 from accounts.models import ALL_SCOPES, User
+from tests.support.bundles import with_files
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -42,3 +43,21 @@ def with_key() -> Callable[[User], APIClient]:
 def api(owner, as_user) -> APIClient:
     """The owner's session client."""
     return as_user(owner)
+
+
+@pytest.fixture
+def trip(owner):
+    """The owner's conversation with files (tests/support/bundles.py), and the files."""
+    return with_files(owner)
+
+
+@pytest.fixture
+def outsider_api(outsider, as_user) -> APIClient:
+    """The outsider's session client."""
+    return as_user(outsider)
+
+
+@pytest.fixture
+def commits(django_capture_on_commit_callbacks):
+    """What runs after a commit (a deleted file's bytes going) runs, as outside a test."""
+    return django_capture_on_commit_callbacks

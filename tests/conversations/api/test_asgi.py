@@ -40,3 +40,23 @@ async def test_the_async_chat_view_answers_options_and_refuses_get(owner):
     assert refused.status_code == 405
     assert refused.json()["error"]["code"] == "method_not_allowed"
     assert (await AsyncClient().post("/api/v1/chat/", {"message": "x"})).status_code == 401
+
+
+async def test_a_file_download_streams_asynchronously_under_asgi(owner):
+    from tests.support.files import file_make
+
+    data = b"a,b,c\n1,2,3\n" * 90_000  # about 1 MiB: several chunks
+    stored = await sync_to_async(file_make)(owner, data, "table.csv")
+    client = AsyncClient()
+    await client.aforce_login(owner)
+
+    got = await client.get(f"/api/v1/files/{stored.pk}/content")
+
+    assert got.status_code == 200
+    response = cast(StreamingHttpResponse, got)
+    assert response.is_async  # read a chunk at a time, not whole before the first byte
+    chunks = cast(AsyncIterator[bytes], response.streaming_content)
+    pieces = [chunk async for chunk in chunks]
+    assert len(pieces) > 1
+    assert b"".join(pieces) == data
+    assert response["X-Content-Type-Options"] == "nosniff"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from accounts import services as account_services
-from conversations.api import uploads
+from conversations import uploads
 from conversations.models import StoredFile
 from tests.support.files import Letters, MultipartBody, stored_names, streamed_post
 

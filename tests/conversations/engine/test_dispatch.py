@@ -12,6 +12,7 @@ TASK_NAMES = {
     "conversations.tasks.runs_watchdog",
     "conversations.tasks.conversations_purge",
     "conversations.tasks.files_orphans_sweep",
+    "conversations.tasks.files_released_sweep",
 }
 
 
@@ -21,6 +22,7 @@ def test_task_names_and_beat_entries_are_the_ones_workers_know():
         tasks.runs_watchdog.name,
         tasks.conversations_purge.name,
         tasks.files_orphans_sweep.name,
+        tasks.files_released_sweep.name,
     } == TASK_NAMES
     assert {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()} <= TASK_NAMES
     assert tasks.run_step.name == dispatch.STEP_TASK

@@ -147,7 +147,7 @@ def test_a_refused_item_leaves_no_conversation_behind(client, owner):
                 {"role": "user", "content": [{"type": "input_image", "image_url": "x"}]},
             ]
         )
-    assert body_of(caught.value)["param"] == "items[1].content[0].type"
+    assert body_of(caught.value)["param"] == "items[1].content[0].image_url"
     assert not Conversation.objects.filter(owner=owner).exists()
     assert not Message.objects.exists()
 

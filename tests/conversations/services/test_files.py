@@ -16,10 +16,10 @@ from tests.support.threads import run_threads
 
 
 def attach(conversation: Conversation, stored: StoredFile) -> Attachment:
-    message = services.user_message_append(conversation=conversation, content="See file.")
-    return Attachment.objects.create(
-        conversation=conversation, message=message, file=stored, position=0
+    message = services.user_message_append(
+        conversation=conversation, content="See file.", attachments=[str(stored.pk)]
     )
+    return Attachment.objects.get(message=message)
 
 
 def age(stored: StoredFile, seconds: int) -> None:
@@ -91,15 +91,6 @@ def test_a_file_in_use_is_refused_and_kept(owner, conversation):
     with pytest.raises(ParleyError) as refused:
         services.file_delete(file=stored)
     assert refused.value.code == "file_in_use"
-    assert StoredFile.objects.filter(pk=stored.pk).exists()
-
-
-@pytest.mark.django_db
-def test_a_conversation_delete_leaves_its_files_to_the_sweep(owner, conversation, settings):
-    stored = file_make(owner)
-    attach(conversation, stored)
-    services.conversation_delete(conversation=conversation)
-    assert not Attachment.objects.exists()
     assert StoredFile.objects.filter(pk=stored.pk).exists()
 
 

@@ -16,6 +16,7 @@ import { editSettings } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ConversationSocket } from "./socket.js";
 import { Transcript } from "./transcript.js";
+import { ComposerFiles } from "./uploads.js";
 
 const config = JSON.parse(document.getElementById("parley-config").textContent);
 const HISTORY_PAGE = 50;
@@ -49,6 +50,7 @@ const state = {
 };
 
 const transcript = new Transcript(messagesBox);
+const files = new ComposerFiles(config, { onChange: () => updateComposer() });
 const draft = new DraftPanel({ ensureConversation: () => ensureConversation() });
 const sidebar = new Sidebar({
   currentId: config.conversationId,
@@ -239,6 +241,7 @@ function handleFrame(frame) {
       transcript.note("This conversation was deleted.", "error");
       input.disabled = true;
       sendButton.disabled = true;
+      files.setDisabled(true);
       break;
     case "error":
       if (frame.code === "stream_unavailable") {
@@ -300,11 +303,14 @@ function updateComposer() {
     input.disabled = false;
     if (composerStatus.textContent.startsWith("Parley is replying")) composerStatus.textContent = "";
   }
+  files.setDisabled(input.disabled);
+  sendButton.disabled = input.disabled || files.uploading(); // sent once every file is up
 }
 
 async function send() {
   const content = input.value;
-  if (!content.trim() || state.activeRun) return;
+  const attachments = files.ready();
+  if ((!content.trim() && !attachments.length) || state.activeRun || files.uploading()) return;
   if (content.length > config.maxMessageChars) {
     flash(`A message can be at most ${config.maxMessageChars} characters.`);
     return;
@@ -322,8 +328,9 @@ async function send() {
     const clientId = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
     const answer = await api(`conversations/${conversation.id}/messages/`, {
       method: "POST",
-      body: { content, client_id: clientId },
+      body: { content, client_id: clientId, attachments: attachments.map((file) => file.id) },
     });
+    files.clear(); // kept until the message is accepted, and after a refusal
     if (shown !== state.shown) return;
     transcript.addStored(answer.message);
     if (!state.activeRun || state.activeRun.id === "pending") setActiveRun(answer.run);

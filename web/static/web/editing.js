@@ -8,8 +8,9 @@
 //
 // Both are disabled while a reply runs (one reply at a time), with the reason in their
 // tooltip; should the server still refuse (409), the page says why. A failed edit never
-// loses the text: the editor stays open with it.
+// loses the text: the editor stays open with it. An edited question keeps its files.
 import { api, isRunActive } from "./api.js";
+import { attachmentIds } from "./files.js";
 import { isBusy } from "./versions.js";
 import { clearProblem, showProblem } from "./problems.js";
 
@@ -161,11 +162,12 @@ export class Editing {
     const article = form.closest("article");
     const textarea = form.querySelector("textarea");
     const content = textarea.value;
+    const attachments = attachmentIds(article);
     const refuse = (text) => {
       form.querySelector(".edit-error").textContent = text;
       textarea.focus();
     };
-    if (!content.trim()) return refuse("A message cannot be empty.");
+    if (!content.trim() && !attachments.length) return refuse("A message cannot be empty.");
     if (content.length > this.maxChars) return refuse(`A message can be at most ${this.maxChars} characters.`);
     const conversation = this.state.conversation;
     if (!conversation || !article.dataset.id) return refuse("This message is not saved yet; try again in a moment.");
@@ -174,7 +176,7 @@ export class Editing {
     setSaving(form, true);
     const shown = this.state.shown;
     const url = `conversations/${conversation.id}/messages/${article.dataset.id}/edit/`;
-    const started = await this.start(url, { content, client_id: clientId(form, content) });
+    const started = await this.start(url, { content, attachments, client_id: clientId(form, content) });
     if (started === true) {
       if (form.isConnected) this.close(form); // the new path did not replace it
       return;

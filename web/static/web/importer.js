@@ -1,6 +1,7 @@
-// Import: a JSON file chosen from disk goes to the API as it is. A Parley export answers
-// the one new conversation, which opens; a data export of many conversations (ChatGPT's
-// conversations.json) answers a report, summed up under the button with what failed.
+// Import: a file chosen from disk goes to the API as it is: JSON, or a ZIP export that
+// carries the files of its messages. A Parley export answers the one new conversation,
+// which opens; a data export of many conversations (ChatGPT's conversations.json)
+// answers a report, summed up under the button with what failed.
 import { api } from "./api.js";
 
 const MAX_PROBLEMS = 5;
@@ -23,7 +24,12 @@ export class Importer {
     this.button.disabled = true;
     this.show(`Importing “${file.name}”…`);
     try {
-      const answer = await api("conversations/import/", { method: "POST", body: file });
+      const zip = /\.zip$/i.test(file.name) || /zip/.test(file.type);
+      const answer = await api("conversations/import/", {
+        method: "POST",
+        body: file,
+        contentType: zip ? "application/zip" : "application/json",
+      });
       if (answer && Array.isArray(answer.results)) {
         this.report(answer);
         this.onReport(answer);

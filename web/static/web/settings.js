@@ -1,5 +1,5 @@
 // Per-conversation settings in a dialog: system prompt, model, generation settings
-// (temperature, max output tokens), enabled tools.
+// (temperature, max output tokens), whether the model takes images, enabled tools.
 import { api } from "./api.js";
 
 let toolsCache = null;
@@ -47,6 +47,7 @@ export async function editSettings(conversation) {
   const error = document.getElementById("settings-error");
   const temperature = document.getElementById("settings-temperature");
   const maxTokens = document.getElementById("settings-max-output-tokens");
+  const vision = document.getElementById("settings-vision");
   const inputs = { system_prompt: prompt, model, temperature, max_output_tokens: maxTokens };
   error.textContent = "";
   for (const input of Object.values(inputs)) input.removeAttribute("aria-invalid");
@@ -76,6 +77,7 @@ export async function editSettings(conversation) {
   maxTokens.value = conversation.max_output_tokens ?? "";
   maxTokens.placeholder = `Default: ${config.defaultMaxOutputTokens}`;
   maxTokens.max = config.maxOutputTokensCap;
+  vision.checked = conversation.vision;
   dialog.showModal();
   return new Promise((resolve) => {
     const form = document.getElementById("settings-form");
@@ -101,6 +103,7 @@ export async function editSettings(conversation) {
             model: model.value,
             temperature: numberOrNull(temperature),
             max_output_tokens: numberOrNull(maxTokens),
+            vision: vision.checked,
             tools,
           },
         });

@@ -206,6 +206,7 @@ function renderItem(conversation, current) {
           <button type="button" data-action="archive"></button>
           <a data-format="json" download>Export JSON</a>
           <a data-format="markdown" download>Export Markdown</a>
+          <a data-format="zip" download>Export ZIP, with files</a>
           <button type="button" data-action="delete" class="danger">Delete</button>
         </div>
       </details>

@@ -2,6 +2,7 @@
 // message that arrives twice — from history and from a replayed run, or from two
 // notifications — is drawn once, in place. An assistant's messages of one reply are
 // parts of one turn (see turns.js).
+import { showAttachments } from "./files.js";
 import { renderMarkdown } from "./markdown.js";
 import { storedThoughts, thoughtsBox, thoughtsLabel } from "./thoughts.js";
 import { addPart, adoptCard, joinAcrossPage, markVersions, newPart, settleTurn, turnFor, withActions } from "./turns.js";
@@ -70,6 +71,7 @@ export class Transcript {
     } else {
       this.setPlain(element, message);
     }
+    showAttachments(element, message.attachments);
   }
 
   // A message entry: the role, then (except for an assistant turn, whose parts hold the

@@ -7,8 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler
+from django.http import HttpRequest
 
-from conversations.errors import Problem, ValidationFailed
+from conversations.errors import ParleyError, Problem, ValidationFailed
 from conversations.services import FileStager, StagedFile
 from conversations.services.file_staging import file_too_large
 
@@ -34,6 +35,14 @@ class StagingUploadHandler(FileUploadHandler):
     chunk_size = 1024 * 1024
     stager: FileStager | None = None
 
+    def byte_limit(self) -> int:
+        """The most bytes the file may have (an import's ZIP has its own limit)."""
+        limit: int = settings.PARLEY_FILE_MAX_BYTES
+        return limit
+
+    def too_large(self, limit: int) -> ParleyError:
+        return file_too_large(limit)
+
     def handle_raw_input(
         self,
         input_data: Any,
@@ -43,9 +52,9 @@ class StagingUploadHandler(FileUploadHandler):
         encoding: str | None = None,
     ) -> None:
         # A body announced larger than any acceptable upload is refused unread.
-        limit: int = settings.PARLEY_FILE_MAX_BYTES
+        limit = self.byte_limit()
         if content_length > limit + ENVELOPE_BYTES:
-            raise file_too_large(limit)
+            raise self.too_large(limit)
 
     def new_file(self, field_name: str, *args: Any, **kwargs: Any) -> None:
         super().new_file(field_name, *args, **kwargs)
@@ -54,7 +63,7 @@ class StagingUploadHandler(FileUploadHandler):
             raise ValidationFailed(
                 [Problem(f"$.{field_name}", "is not expected: send one file, as `file`")]
             )
-        self.stager = FileStager()
+        self.stager = FileStager(limit=self.byte_limit(), too_large=self.too_large)
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
         assert self.stager is not None
@@ -67,3 +76,17 @@ class StagingUploadHandler(FileUploadHandler):
     def upload_interrupted(self) -> None:
         if self.stager is not None:
             self.stager.discard()
+
+
+class StagedUploadView:
+    """For an API view whose POST takes a multipart file (mixed in before the view class):
+    the file streams to a staged temporary file through StagingUploadHandler, which
+    limits it as it arrives, so the body is not limited as a whole."""
+
+    def body_limit(self) -> int | None:
+        return None
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        if request.method == "POST":
+            request.upload_handlers = [StagingUploadHandler(request)]
+        return super().initialize_request(request, *args, **kwargs)  # type: ignore[misc]
