@@ -1,10 +1,12 @@
 """What a credential may do: the scopes of API keys.
 
 - `read`: every read: lists, pages, searches, exports, a run's events (SSE, `subscribe`
-  on the websocket), the models and tools.
+  on the websocket), the models, tools and tool servers.
 - `chat`: everything that writes a conversation or makes the model work (send, edit,
   regenerate, `chat/`, `stateless/chat/`, `/openai/v1` writes, the websocket's writing
-  frames). It includes `read`: a client reads what it writes.
+  frames), and the other writes: one's own token for a tool server, staff's tool server
+  changes (which need the model permission besides). It includes `read`: a client reads
+  what it writes.
 - `keys`: list, create and revoke API keys, never beyond the key's own scopes.
 
 Sessions (the web pages, the password path) hold every scope. A key's scopes are fixed

@@ -13,6 +13,10 @@ class ConversationsConfig(AppConfig):
         from conversations.engine import runs  # noqa: F401
         from conversations.models import RUN_TERMINAL_STATUSES
         from conversations.tools import builtins  # noqa: F401
+        from conversations.tools.registry import tool_source_add
+        from conversations.tools.servers import ServerTools
 
+        # Tool servers' tools join the registry's, looked up per user.
+        tool_source_add(ServerTools())
         # /metrics shows every way a run can end from the start, at zero.
         metrics.run_endings_known(RUN_TERMINAL_STATUSES)

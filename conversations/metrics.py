@@ -65,8 +65,25 @@ PROVIDER_ERRORS = Counter(
 )
 TOOL_CALLS = Counter(
     "parley_tool_calls",
-    "Tool calls the model asked for, by tool and outcome (ok, error, timeout, refused).",
+    "Tool calls the model asked for, by tool and outcome (ok, error, timeout, refused, cancelled).",
     ["tool", "outcome"],
+)
+# A tool server's share of those, by server (its name, as admins registered it).
+TOOL_SERVER_CALLS = Counter(
+    "parley_tool_server_calls",
+    "Calls of tool servers' tools, by server and outcome (ok, error, timeout, refused, cancelled).",
+    ["server", "outcome"],
+)
+TOOL_SERVER_ERRORS = Counter(
+    "parley_tool_server_errors",
+    "Calls of tool servers' tools that ended in an error or a timeout, by server.",
+    ["server"],
+)
+TOOL_SERVER_CALL_SECONDS = Histogram(
+    "parley_tool_server_call_seconds",
+    "Seconds a tool server's tool took to answer (or to time out), by server.",
+    ["server"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
 )
 
 _failed_once = False
@@ -129,6 +146,16 @@ def provider_error(code: str) -> None:
 @_never_raises
 def tool_called(*, tool: str, outcome: str) -> None:
     TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+
+
+@_never_raises
+def tool_server_called(*, server: str, outcome: str, seconds: float | None) -> None:
+    """A tool server's tool was called (`seconds`: None when it was never sent)."""
+    TOOL_SERVER_CALLS.labels(server=server, outcome=outcome).inc()
+    if outcome in ("error", "timeout"):
+        TOOL_SERVER_ERRORS.labels(server=server).inc()
+    if seconds is not None:
+        TOOL_SERVER_CALL_SECONDS.labels(server=server).observe(max(0.0, seconds))
 
 
 @_never_raises

@@ -155,6 +155,8 @@ class ToolResultCompleted(_RunEvent):
     output: str
     is_error: bool
     message_id: Id
+    # Only when the tool returned images a stored run kept as files on its result.
+    attachments: list[Attachment] = Field(default_factory=list)
 
 
 class MessageCompleted(_RunEvent):

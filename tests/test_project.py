@@ -13,15 +13,16 @@ from django.core.management import call_command
 from accounts.models import User
 
 ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION = {
+    "DJANGO_SETTINGS_MODULE": "config.settings.production",
+    "SECRET_KEY": "p" * 20 + "r0dUct10n-s3cr3t-k3y-with-enough-entropy-xyz",
+    "ALLOWED_HOSTS": "parley.example.com",
+    "PARLEY_SECRET_KEYS": "Vq8Y0kCqXo4kR2m7bq1Kp9wq0p6l3hX6YyJm5sQ2n1U=",
+}
 
 
 def test_production_settings_pass_the_deploy_checks():
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "SECRET_KEY": "p" * 20 + "r0dUct10n-s3cr3t-k3y-with-enough-entropy-xyz",
-        "ALLOWED_HOSTS": "parley.example.com",
-    }
+    env = {**os.environ, **PRODUCTION}
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
@@ -35,13 +36,7 @@ def test_production_settings_pass_the_deploy_checks():
 
 
 def production_setting(expression: str, **extra: str) -> str:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.production",
-        "SECRET_KEY": "p" * 20 + "r0dUct10n-s3cr3t-k3y-with-enough-entropy-xyz",
-        "ALLOWED_HOSTS": "parley.example.com",
-        **extra,
-    }
+    env = {**os.environ, **PRODUCTION, **extra}
     code = f"import django; django.setup(); from django.conf import settings; print({expression})"
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
@@ -55,9 +50,10 @@ def test_production_pages_use_wss_and_preload_hsts_only_when_asked():
     assert production_setting("settings.SECURE_HSTS_PRELOAD", SECURE_HSTS_PRELOAD="true") == "True"
 
 
-def test_production_settings_refuse_to_start_without_a_secret_key():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.production"}
-    env.pop("SECRET_KEY", None)
+@pytest.mark.parametrize("missing", ["SECRET_KEY", "PARLEY_SECRET_KEYS"])
+def test_production_settings_refuse_to_start_without_their_keys(missing):
+    env = {**os.environ, **PRODUCTION}
+    env.pop(missing)
     result = subprocess.run(
         [sys.executable, "manage.py", "check"],
         cwd=ROOT,
@@ -67,7 +63,7 @@ def test_production_settings_refuse_to_start_without_a_secret_key():
         check=False,
     )
     assert result.returncode != 0
-    assert "SECRET_KEY" in result.stderr
+    assert f"{missing} must be set" in result.stderr
 
 
 @pytest.mark.django_db

@@ -10,6 +10,7 @@ from config.channel_layers import channel_layers_config
 from config.settings.env import env_bool, env_float, env_int, env_list, env_str
 from config.settings.files import *  # noqa: F403 (storage and uploaded files)
 from config.settings.files import FILES_BEAT_SCHEDULE
+from config.settings.runs import *  # noqa: F403 (the tool loop: runs, workers, tools)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -18,6 +19,10 @@ DEBUG = env_bool("DEBUG", default=False)
 SECRET_KEY = env_str("SECRET_KEY")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Fernet keys for secrets at rest (accounts/secrets.py), newest first. Local and test
+# settings derive one from SECRET_KEY when none is given; production requires them.
+PARLEY_SECRET_KEYS = env_list("PARLEY_SECRET_KEYS", [])
+PARLEY_SECRET_KEYS_DERIVED = False
 # A refused CSRF token is JSON on /api/ paths, the site's page elsewhere.
 CSRF_FAILURE_VIEW = "conversations.api.errors.csrf_failure"
 
@@ -324,6 +329,7 @@ LOGGING = {
         # The OpenAI SDK's HTTP client logs every request at INFO.
         "httpx2": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},  # the MCP client: tool arguments and results at DEBUG
         # With DEBUG on, every SQL statement is logged at DEBUG with its parameters: the
         # messages being stored among them.
         **({} if PARLEY_LOG_CONTENT else {"django.db.backends": {"level": "INFO"}}),
@@ -364,26 +370,7 @@ PARLEY_MAX_MESSAGES_PER_DAY = env_int("PARLEY_MAX_MESSAGES_PER_DAY", 0)
 # Django refuses larger bodies before any view runs; the API applies tighter limits per
 # endpoint, so this only needs to let an import of the largest allowed size through.
 DATA_UPLOAD_MAX_MEMORY_SIZE = PARLEY_IMPORT_MAX_BYTES + 64 * 1024
-# --- The tool loop -----------------------------------------------------------------------
-# A step holds its run's lease this long and renews it while it works; a lease left to
-# expire (killed worker) lets the watchdog hand the run to another worker.
-PARLEY_RUN_LEASE_SECONDS = env_int("PARLEY_RUN_LEASE_SECONDS", 30)
-# Model calls per run before it stops as `incomplete`.
-PARLEY_RUN_MAX_ITERATIONS = env_int("PARLEY_RUN_MAX_ITERATIONS", 8)
-# Step threads of one worker doing database work at the same time (see conversations.engine.turns).
-PARLEY_WORKER_BUSY_STEPS = env_int("PARLEY_WORKER_BUSY_STEPS", 2)
-# Threads of a worker storing replies whose stream ended (they take turns as above).
-PARLEY_WORKER_STORE_THREADS = env_int("PARLEY_WORKER_STORE_THREADS", 4)
-# At a worker's shutdown, how long replies still streaming may go on to their end; the
-# others are stopped and their runs queued again for the next worker. Below the usual
-# grace period before a SIGKILL (a container's 10 s), so the hand-back still happens.
-PARLEY_WORKER_DRAIN_SECONDS = env_int("PARLEY_WORKER_DRAIN_SECONDS", 8)
-# Times one step may be started without finishing before the run fails.
-PARLEY_RUN_MAX_ATTEMPTS = env_int("PARLEY_RUN_MAX_ATTEMPTS", 3)
-# A queued run no worker picked up within this time is enqueued again.
-PARLEY_RUN_QUEUED_GRACE_SECONDS = env_int("PARLEY_RUN_QUEUED_GRACE_SECONDS", 30)
-PARLEY_TOOL_TIMEOUT_SECONDS = env_int("PARLEY_TOOL_TIMEOUT_SECONDS", 20)
-PARLEY_TOOL_OUTPUT_MAX_CHARS = env_int("PARLEY_TOOL_OUTPUT_MAX_CHARS", 16_000)
+# --- Model calls and run event logs (the tool loop's own settings: config/settings/runs.py) --
 OPENAI_TIMEOUT_SECONDS = env_int("OPENAI_TIMEOUT_SECONDS", 60)
 OPENAI_MAX_RETRIES = env_int("OPENAI_MAX_RETRIES", 2)
 # Event log: the first delta of a burst is written at once, later ones merged into at most

@@ -5,3 +5,4 @@ from config.settings.env import env_bool, env_str
 
 DEBUG = env_bool("DEBUG", default=True)
 SECRET_KEY = env_str("SECRET_KEY") or "django-insecure-local-development-only"
+PARLEY_SECRET_KEYS_DERIVED = True

@@ -1,18 +1,25 @@
 """Production settings: `manage.py check --deploy` reports nothing with these.
 
-Required: SECRET_KEY (50+ random characters) and ALLOWED_HOSTS. TLS is assumed to end at
+Required: SECRET_KEY (50+ random characters), ALLOWED_HOSTS and PARLEY_SECRET_KEYS (Fernet
+keys for secrets at rest). TLS is assumed to end at
 a proxy that sets X-Forwarded-Proto; set SECURE_SSL_REDIRECT=false if it redirects itself.
 """
 
 from django.core.exceptions import ImproperlyConfigured
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import SECRET_KEY
+from config.settings.base import PARLEY_SECRET_KEYS, SECRET_KEY
 from config.settings.env import env_bool, env_int
 
 DEBUG = False
 if len(SECRET_KEY) < 50:
     raise ImproperlyConfigured("SECRET_KEY must be set to at least 50 random characters")
+if not PARLEY_SECRET_KEYS:
+    raise ImproperlyConfigured(
+        "PARLEY_SECRET_KEYS must be set: comma-separated Fernet keys, newest first "
+        '(make one with: python -c "from cryptography.fernet import Fernet; '
+        'print(Fernet.generate_key().decode())")'
+    )
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)

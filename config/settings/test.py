@@ -5,6 +5,7 @@ from config.settings.base import BASE_DIR, DATABASES
 from config.settings.env import env_bool, env_str
 
 SECRET_KEY = env_str("SECRET_KEY") or "django-insecure-test-only"
+PARLEY_SECRET_KEYS_DERIVED = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -12,7 +12,8 @@ ordering or a search touches a text field, on the model itself or across relatio
   dropped and their searches never match text;
 - staff with it may use them, and each request that does is audited (a `viewed` event
   naming the lookups and search terms);
-- secrets (password hashes, API key hashes) are never a lookup or an ordering, for anyone.
+- secrets (password hashes, API key hashes, tool servers' encrypted secrets and tokens)
+  are never a lookup or an ordering, for anyone.
 
 A lookup the database cannot answer (a JSON `contains` on SQLite, an invalid regex,
 `seq__gt=abc`, a bad date) is answered with the change list's own "invalid filter"
@@ -39,7 +40,14 @@ from django.template.response import SimpleTemplateResponse
 from accounts.models import ApiKey, User
 from conversations import services
 from conversations.admin.common import actor, can_read_transcripts
-from conversations.models import Conversation, Message, Run, StoredFile
+from conversations.models import (
+    Conversation,
+    Message,
+    Run,
+    StoredFile,
+    ToolCredential,
+    ToolServer,
+)
 
 Fields = dict[type[models.Model], frozenset[str]]
 
@@ -58,6 +66,8 @@ TEXT_FIELDS: Fields = {
 SECRET_FIELDS: Fields = {
     User: frozenset({"password"}),
     ApiKey: frozenset({"hashed_secret"}),
+    ToolServer: frozenset({"secret_encrypted"}),
+    ToolCredential: frozenset({"token_encrypted"}),
 }
 # Query-string parameters of the change list that are not field lookups.
 NON_LOOKUP_PARAMS = frozenset({*IGNORED_PARAMS, PAGE_VAR, ERROR_FLAG, "_changelist_filters"})

@@ -147,6 +147,12 @@ class StatelessChatIn(StrictSerializer):
         help_text="Only system messages (after some history): context events, added to "
         "the state with no model call; the answer's `reply` is then null.",
     )
+    tools = serializers.ListField(
+        child=StrictCharField(),
+        required=False,
+        help_text="The tools the model may call, as a conversation's `tools` (tool "
+        "servers' among them); omitted: those a new conversation has.",
+    )
 
 
 class NoFieldsIn(StrictSerializer):
@@ -360,6 +366,11 @@ class ToolOut(serializers.Serializer):
     description = serializers.CharField()
     parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
     mutating = serializers.BooleanField()
+    server = serializers.CharField(
+        allow_null=True,
+        help_text="The tool server it belongs to (its name is `<server>__<tool>`); null "
+        "for a built-in.",
+    )
 
 
 def page_of(item: type[serializers.Serializer], name: str) -> type[serializers.Serializer]:

@@ -12,6 +12,7 @@ from conversations.api.views import (
     imports,
     runs,
     search,
+    tool_servers,
     tools,
 )
 
@@ -79,6 +80,17 @@ urlpatterns = [
     path("api-keys/", api_keys.ApiKeyListView.as_view(), name="api-keys"),
     path("api-keys/<str:key_id>/", api_keys.ApiKeyDetailView.as_view(), name="api-key"),
     path("tools/", tools.ToolListView.as_view(), name="tools"),
+    path("tool-servers/", tool_servers.ToolServerListView.as_view(), name="tool-servers"),
+    path(
+        "tool-servers/<str:server_id>/",
+        tool_servers.ToolServerDetailView.as_view(),
+        name="tool-server",
+    ),
+    path(
+        "tool-servers/<str:server_id>/credential/",
+        tool_servers.ToolCredentialView.as_view(),
+        name="tool-server-credential",
+    ),
     path("files/", files.FileListView.as_view(), name="files"),
     path("files/<str:file_id>/", files.FileDetailView.as_view(), name="file"),
     path("files/<str:file_id>/content", files.FileContentView.as_view(), name="file-content"),

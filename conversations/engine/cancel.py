@@ -4,7 +4,8 @@ The broadcast (PUBLISH on one channel) reaches every worker's streaming loop at 
 stop takes effect at the next stream chunk (`cancel_requests_follow`, used by
 conversations/engine/streaming.py). Pub/sub keeps nothing for a subscriber that is away, so the
 flag is the durable copy: a streaming step still looks for it about once a second without
-touching the database, and finds a stop the broadcast missed.
+touching the database, and finds a stop the broadcast missed; a step running a tool looks
+for it twice a second, to cancel the call in flight.
 
 `Run.cancel_requested_at` stays the record: the flag only makes the check cheap. A step
 still reads the column at each step boundary and at each lease renewal, so a flag lost

@@ -18,7 +18,7 @@ as `model_request` says, settle the reply with `reply_settle` and run tools with
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -31,9 +31,25 @@ from conversations.engine.model_input_log import model_input_log
 from conversations.engine.run_errors import cut_short_error, iterations_error
 from conversations.models import Conversation, Message, Run
 from conversations.services import NewMessage
-from conversations.tools import ToolContext, ToolResult, tool_definitions, tool_execute
+from conversations.tools import (
+    ToolContext,
+    ToolImage,
+    ToolResult,
+    tool_definitions,
+    tool_execute,
+)
 
 ToolCall = dict[str, str]
+
+
+@dataclass(frozen=True)
+class KeptResult:
+    """A tool's result as kept: the message's id and text, and the files it carries (as
+    message payloads list them)."""
+
+    message_id: str
+    output: str
+    attachments: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RunSink(Protocol):
@@ -79,8 +95,11 @@ class RunSink(Protocol):
         """Keep a reply (inside `atomic`); its payload as clients see messages."""
         ...
 
-    def tool_result_keep(self, message: NewMessage) -> tuple[str, str]:
-        """Keep a tool's result the moment it exists: the kept message's id and text."""
+    def tool_result_keep(
+        self, message: NewMessage, images: tuple[ToolImage, ...] = ()
+    ) -> KeptResult:
+        """Keep a tool's result the moment it exists, with the images the tool returned
+        as files on it where the run is stored (dropped elsewhere: the text names them)."""
         ...
 
     def run_advance(
@@ -91,6 +110,10 @@ class RunSink(Protocol):
         ...
 
     def cancel_requested(self) -> bool: ...
+
+    def tool_stopped(self) -> bool:
+        """Whether a stop was asked for, looked for often while a tool runs (cheaply)."""
+        ...
 
     def tool_running(self) -> AbstractContextManager[Callable[[], None] | None]:
         """Around one tool call: yields the keep-alive to call while it runs, if any."""
@@ -184,7 +207,7 @@ def model_request(sink: RunSink, *, label: str) -> ModelRequest:
         model=run.model,
         messages=messages,
         # The client's own function tools go with the server's; calls to them end the run.
-        tools=[*tool_definitions(conversation.tools), *run.client_tools],
+        tools=[*tool_definitions(conversation.tools, user=conversation.owner), *run.client_tools],
         generation=generation,
         # Read with the model input: the user's edits up to here are ones the model knows
         # of, and a later edit wins over an update_draft this reply may ask for.
@@ -276,21 +299,24 @@ def reply_settle(sink: RunSink, request: ModelRequest, result: streaming.StreamR
 
 def tools_run(sink: RunSink, calls: list[ToolCall]) -> None:
     """Run the reply's pending tool calls in order, keeping each result as soon as it
-    exists (a crash after it never runs that call again), then hand the run on."""
+    exists (a crash after it never runs that call again), then hand the run on. A stop
+    ends the run between calls, or abandons the call in flight (its result says so)."""
     run, conversation = sink.run, sink.conversation
 
     def emit(kind: str, payload: dict[str, Any]) -> None:
         sink.writer.emit(kind, **payload)
 
-    for call in calls:
+    for index, call in enumerate(calls):
         if sink.cancel_requested():
             with sink.atomic():
                 sink.run_advance(status=Run.Status.CANCELLED)
             return
         tool_context = ToolContext(
             call_id=call["id"],
-            # An earlier attempt of this round may have started this call before dying.
-            is_resume=run.attempt > 1,
+            # An earlier attempt of this round may have started this call before dying:
+            # it ran the calls in order and kept each result at once, so only the first
+            # one still pending can have been under way.
+            is_resume=run.attempt > 1 and index == 0,
             conversation=conversation,
             user=conversation.owner,
             emit=emit,
@@ -299,8 +325,8 @@ def tools_run(sink: RunSink, calls: list[ToolCall]) -> None:
             stored=sink.stored,
         )
         with sink.tool_running() as keepalive:
-            result = _tool_call(call, tool_context, keepalive=keepalive)
-        message_id, output = sink.tool_result_keep(
+            result = _tool_call(call, tool_context, keepalive=keepalive, stopped=sink.tool_stopped)
+        kept = sink.tool_result_keep(
             NewMessage(
                 role=Message.Role.TOOL,
                 content=result.output,
@@ -308,22 +334,35 @@ def tools_run(sink: RunSink, calls: list[ToolCall]) -> None:
                 name=call["name"],
                 run_id=run.id,
                 provider_payload={"is_error": True} if result.is_error else None,
-            )
+            ),
+            result.images,
         )
+        # The files go along only when there are some (the images a tool returned).
+        files = {"attachments": kept.attachments} if kept.attachments else {}
         sink.writer.emit(
             eventlog.TOOL_RESULT_COMPLETED,
             call_id=call["id"],
-            output=output,
+            output=kept.output,
             is_error=result.is_error,
             # Names the kept result, so a reader can refer to it as kept.
-            message_id=message_id,
+            message_id=kept.message_id,
+            **files,
         )
+        if result.cancelled:
+            # Stopped mid-call: the call's result says so, and the run ends here.
+            with sink.atomic():
+                sink.run_advance(status=Run.Status.CANCELLED)
+            return
     with sink.atomic():
         sink.run_advance(status=None, attempt=0)
 
 
 def _tool_call(
-    call: ToolCall, tool_context: ToolContext, *, keepalive: Callable[[], None] | None
+    call: ToolCall,
+    tool_context: ToolContext,
+    *,
+    keepalive: Callable[[], None] | None,
+    stopped: Callable[[], bool],
 ) -> ToolResult:
     return tool_execute(
         name=call["name"],
@@ -332,6 +371,7 @@ def _tool_call(
         enabled=tool_context.conversation.tools,
         keepalive=keepalive,
         keepalive_every=Lease.period(),
+        stopped=stopped,
     )
 
 

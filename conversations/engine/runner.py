@@ -18,7 +18,8 @@ store thread when it ends (engine/model_call.py, engine/inflight.py). A step ren
 lease while it waits on the model (all of the process's streaming replies together) or a
 tool (conversations/engine/lease.py): a tool slower than the lease is not started again
 by another worker meanwhile. A stop request ends a streaming reply at its next chunk
-(conversations/engine/streaming.py), and is otherwise seen between tools.
+(conversations/engine/streaming.py) and a tool call within a second (its flag looked
+for while the tool runs); it is also seen between tools and at each step.
 
 A killed worker loses at most the step in flight: its lease expires, the watchdog hands
 the run to another worker, and that step runs again (`attempt` counts the tries and

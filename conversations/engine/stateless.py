@@ -49,7 +49,7 @@ from conversations.errors import Problem, ValidationFailed
 from conversations.json_input import JsonInputError, json_parse
 from conversations.models import Run
 from conversations.tool_pairing import OpenCalls
-from conversations.tools import tool_default_names
+from conversations.tools import tool_default_names, tool_names_problems
 
 log = logging.getLogger(__name__)
 
@@ -280,16 +280,24 @@ def _events_append(
 
 
 def stateless_chat(
-    *, user: User, state: str | None, system: str, messages: list[dict[str, str]]
+    *,
+    user: User,
+    state: str | None,
+    system: str,
+    messages: list[dict[str, str]],
+    tools: list[str] | None = None,
 ) -> StatelessReply:
     """Run the tool loop over the state's history plus `messages` and return the reply and
-    the new state. `messages` are `{role, content}` with role user, assistant or system.
+    the new state. `messages` are `{role, content}` with role user, assistant or system;
+    `tools` are those the model may call (None: those a new conversation has).
 
     Only system messages, after some history: context events, appended to the state with
     no model call (the reply is None), as `POST .../events/` does for a stored
     conversation. Only system messages and no history: refused, since leading system
     messages are a preamble, which is never kept."""
     problems = validation.system_prompt_problems(system, path="$.system")
+    if tools is not None:
+        problems += tool_names_problems(tools, user=user)
     for index, message in enumerate(messages):
         problems += validation.content_problems(
             message["content"], path=f"$.messages[{index}].content"
@@ -313,9 +321,12 @@ def stateless_chat(
     preamble, rest = split_preamble(system, messages)
     history = state_in.messages + [{"role": m["role"], "content": m["content"]} for m in rest]
     # Nothing is stored to hold settings of its own: the server's defaults apply, and
-    # the tools a new conversation has.
+    # the tools asked for or else those a new conversation has.
     run, scratch = unstored_run(
-        owner=user, model=settings.PARLEY_MODEL, tools=tool_default_names(), draft=state_in.draft
+        owner=user,
+        model=settings.PARLEY_MODEL,
+        tools=tool_default_names() if tools is None else tools,
+        draft=state_in.draft,
     )
     sink = UnstoredRun(
         run=run,

@@ -4,23 +4,32 @@ the run's own branch in transactions that check the lease, events to the run's l
 the two ways a step lets go of a run (hand it to the next step, or end it)."""
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from conversations import context, selectors
 from conversations.engine import dispatch, eventlog
+from conversations.engine.cancel import cancel_flag_raised
 from conversations.engine.lease import Lease, LeaseLost, release_connection
-from conversations.engine.loop import Position
+from conversations.engine.loop import KeptResult, Position
 from conversations.engine.runs import run_finish
 from conversations.engine.turns import turns
-from conversations.models import Branch, Conversation, Message, Run
+from conversations.errors import ParleyError
+from conversations.models import Branch, Conversation, Message, Run, StoredFile
+from conversations.serializers import attachment_payload
+from conversations.services.inline_files import InlineFiles, files_inline
 from conversations.services.messages import NewMessage, message_append, stored_payload
+from conversations.tools import ToolImage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,6 +45,15 @@ class Step:
 
     def cancel_requested(self) -> bool:
         return Run.objects.filter(pk=self.run.pk, cancel_requested_at__isnull=False).exists()
+
+    def tool_stopped(self) -> bool:
+        # The stop's flag in Redis: cheap enough to look for twice a second. Without
+        # Redis the column is still read between tools and by the next step.
+        try:
+            return cancel_flag_raised(run_id=str(self.run.pk))
+        except Exception:
+            log.debug("run %s: the stop flag could not be read", self.run.pk, exc_info=True)
+            return False
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
         self.writer.emit(kind, **payload)
@@ -89,14 +107,30 @@ class Step:
         )
         return stored_payload(stored, self.branch, branch_count=self.conversation.branch_count)
 
-    def tool_result_keep(self, message: NewMessage) -> tuple[str, str]:
-        with transaction.atomic():
-            if not self.lease.update(lease_expires_at=self.lease.until()):
-                raise LeaseLost
-            stored = message_append(
-                conversation=self.conversation, branch_id=self.run.branch_id, message=message
-            )
-        return str(stored.id), stored.content
+    def tool_result_keep(
+        self, message: NewMessage, images: tuple[ToolImage, ...] = ()
+    ) -> KeptResult:
+        # The images become the owner's files first (each in a transaction of its own),
+        # and are deleted again if the result cannot be kept.
+        with files_inline(owner=self.conversation.owner) as inline:
+            files, refused = _images_store(inline, images)
+            if files or refused:
+                message = replace(
+                    message,
+                    content="\n".join([message.content, *refused]),
+                    attachments=tuple(file.pk for file in files),
+                )
+            with transaction.atomic():
+                if not self.lease.update(lease_expires_at=self.lease.until()):
+                    raise LeaseLost
+                stored = message_append(
+                    conversation=self.conversation, branch_id=self.run.branch_id, message=message
+                )
+        return KeptResult(
+            message_id=str(stored.id),
+            output=stored.content,
+            attachments=[attachment_payload(file) for file in files],
+        )
 
     def run_advance(
         self, *, status: str | None, error: dict[str, str] | None = None, **fields: Any
@@ -113,6 +147,25 @@ class Step:
             release_connection()  # the tool may run for long; renewals reconnect
             yield self.lease.keepalive
             release_connection()  # before waiting for the turn again
+
+
+def _images_store(
+    inline: InlineFiles, images: tuple[ToolImage, ...]
+) -> tuple[list[StoredFile], list[str]]:
+    """The images stored as uploads are (sniffed, within the owner's quota), and a line
+    for each one refused, saying why."""
+    files: list[StoredFile] = []
+    refused: list[str] = []
+    most: int = settings.PARLEY_FILE_MAX_PER_MESSAGE
+    for image in images:
+        if len(files) == most:
+            refused.append(f"[image {image.filename} not kept: at most {most} files a message]")
+            continue
+        try:
+            files.append(inline.store(data=image.data, filename=image.filename))
+        except ParleyError as error:
+            refused.append(f"[image {image.filename} not kept: {error.message}]")
+    return files, refused
 
 
 def step_hand_over(step: Step, **fields: Any) -> None:

@@ -20,11 +20,12 @@ from django.utils import timezone
 from conversations import context
 from conversations.engine import eventlog
 from conversations.engine.llm.base import Provider
-from conversations.engine.loop import Position, loop_run_inline
+from conversations.engine.loop import KeptResult, Position, loop_run_inline
 from conversations.event_types import terminal_type
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import message_export_dict, run_payload
 from conversations.services import NewMessage, message_quota_take
+from conversations.tools import ToolImage
 
 # A message of the history, in the form a stateless state carries it.
 Kept = dict[str, Any]
@@ -102,7 +103,10 @@ class UnstoredRun:
         self.kept.append(kept)
         return self._payload(message)
 
-    def tool_result_keep(self, message: NewMessage) -> tuple[str, str]:
+    def tool_result_keep(
+        self, message: NewMessage, images: tuple[ToolImage, ...] = ()
+    ) -> KeptResult:
+        # Images are kept nowhere either: the text names them, as the model reads it.
         self.kept.append(
             {
                 "role": "tool",
@@ -111,7 +115,8 @@ class UnstoredRun:
                 "content": message.content,
             }
         )
-        return str(uuid.uuid5(self.run.pk, f"tool-{message.tool_call_id}")), message.content
+        message_id = uuid.uuid5(self.run.pk, f"tool-{message.tool_call_id}")
+        return KeptResult(message_id=str(message_id), output=message.content)
 
     def run_advance(
         self, *, status: str | None, error: dict[str, str] | None = None, **fields: Any
@@ -128,6 +133,9 @@ class UnstoredRun:
 
     def cancel_requested(self) -> bool:
         return False  # no client can name a run kept nowhere to stop it
+
+    def tool_stopped(self) -> bool:
+        return False
 
     @contextlib.contextmanager
     def tool_running(self) -> Iterator[Callable[[], None] | None]:

@@ -1,6 +1,7 @@
 """The conversations app's models, one module per capability: conversations with their
 branches, messages and runs (`conversations.py`), the audit trail (`audit.py`), the daily
-counters (`usage.py`), uploaded files and attachments (`files.py`). Import them from here."""
+counters (`usage.py`), uploaded files and attachments (`files.py`), tool servers and users'
+credentials for them (`tool_servers.py`). Import them from here."""
 
 from conversations.models.audit import AuditAction, AuditEvent
 from conversations.models.conversations import (
@@ -16,6 +17,7 @@ from conversations.models.conversations import (
     default_tools,
 )
 from conversations.models.files import Attachment, FileText, StoredFile
+from conversations.models.tool_servers import ToolCredential, ToolServer, ToolServerAuth
 from conversations.models.usage import DailyMessageCount, UsageDay
 
 __all__ = [
@@ -34,6 +36,9 @@ __all__ = [
     "Run",
     "RunStatus",
     "StoredFile",
+    "ToolCredential",
+    "ToolServer",
+    "ToolServerAuth",
     "UsageDay",
     "default_tools",
 ]

@@ -15,6 +15,10 @@ class AuditAction(models.TextChoices):
     UNFLAGGED = "unflagged"
     IMPORTED = "imported"
     PURGED = "purged"
+    # A tool server registered, changed or removed (its name in `reason`, never a secret).
+    SERVER_ADDED = "server_added"
+    SERVER_CHANGED = "server_changed"
+    SERVER_DELETED = "server_deleted"
 
 
 class AuditEvent(models.Model):

@@ -69,6 +69,17 @@ from conversations.selectors.search import (
     search_hits,
     text_snippet,
 )
+from conversations.selectors.tool_servers import (
+    tool_credential_token,
+    tool_credentials_set,
+    tool_server_get,
+    tool_server_get_open,
+    tool_server_group_names,
+    tool_server_permitted,
+    tool_server_secret,
+    tool_servers_all,
+    tool_servers_open,
+)
 
 __all__ = [
     "HIGHLIGHT",
@@ -126,6 +137,15 @@ __all__ = [
     "storage_by_user",
     "stored_files_input",
     "text_snippet",
+    "tool_credential_token",
+    "tool_credentials_set",
+    "tool_server_get",
+    "tool_server_get_open",
+    "tool_server_group_names",
+    "tool_server_permitted",
+    "tool_server_secret",
+    "tool_servers_all",
+    "tool_servers_open",
     "transcript_page",
     "usage_by_day",
     "usage_by_user",

@@ -65,6 +65,17 @@ from conversations.services.messages import (
 )
 from conversations.services.quotas import conversation_quota_check, message_quota_take
 from conversations.services.responses import response_delete, response_input_store
+from conversations.services.tool_server_checks import tool_server_problems
+from conversations.services.tool_servers import (
+    RotationResult,
+    secrets_count,
+    secrets_rotate,
+    tool_credential_clear,
+    tool_credential_set,
+    tool_server_create,
+    tool_server_delete,
+    tool_server_update,
+)
 from conversations.services.usage import usage_rebuild
 
 __all__ = [
@@ -75,6 +86,7 @@ __all__ = [
     "InlineFiles",
     "NewMessage",
     "PurgeResult",
+    "RotationResult",
     "StagedFile",
     "audit_record",
     "audit_record_many",
@@ -118,7 +130,15 @@ __all__ = [
     "reply_regenerate_prepare",
     "response_delete",
     "response_input_store",
+    "secrets_count",
+    "secrets_rotate",
     "title_from_message",
+    "tool_credential_clear",
+    "tool_credential_set",
+    "tool_server_create",
+    "tool_server_delete",
+    "tool_server_problems",
+    "tool_server_update",
     "usage_rebuild",
     "user_delete",
     "user_message_append",

@@ -1,5 +1,6 @@
 """Conversation settings: create, update, delete."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -35,7 +36,7 @@ def conversation_create(
         validation.title_problems(title)
         + validation.system_prompt_problems(system_prompt)
         + validation.model_problems(model)
-        + tool_names_problems(tools)
+        + tool_names_problems(tools, user=owner)
         + validation.metadata_problems(metadata)
         + validation.temperature_problems(temperature)
         + validation.max_output_tokens_problems(max_output_tokens)
@@ -70,11 +71,12 @@ def conversation_update(
     vision: bool = UNSET,
 ) -> Conversation:
     """Change the settings that were passed; leave the rest untouched."""
-    checks = {
+    checks: dict[str, Callable[[Any], list[Problem]]] = {
         "title": validation.title_problems,
         "system_prompt": validation.system_prompt_problems,
         "model": validation.model_problems,
-        "tools": tool_names_problems,
+        # A tool server's tools must be open to the conversation's owner.
+        "tools": lambda value: tool_names_problems(value, user=conversation.owner),
         "metadata": validation.metadata_problems,
         "temperature": validation.temperature_problems,
         "max_output_tokens": validation.max_output_tokens_problems,

@@ -5,7 +5,10 @@ are type-hinted keyword arguments (optionally `Annotated[..., Field(description=
 `@tool` registers it; the JSON schema of its arguments comes from the hints via pydantic
 and its description from the docstring's first paragraph.
 
-Running a call is tools/execute.py's (`tool_execute`, which never raises).
+Tools registered here are the process's own; a `ToolSource` adds tools that exist per
+user (a tool server's, tools/servers.py, added when the app is ready), looked up by name
+with the user asking. Running a call is tools/execute.py's (`tool_execute`, which never
+raises).
 """
 
 import inspect
@@ -15,7 +18,7 @@ import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import pydantic
 from pydantic.json_schema import GenerateJsonSchema
@@ -58,12 +61,35 @@ class ToolContext:
     # `conversation` is then unsaved, and what a tool changes on it lasts as long as the
     # request (a stateless state carries the draft on).
     stored: bool = True
+    # Set when the run is stopped while the tool runs (`tool_execute` then stops waiting
+    # for it): a tool waiting on I/O watches it to give up at once.
+    stop: threading.Event = field(default_factory=threading.Event, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolImage:
+    """An image a tool returned. A stored run keeps it as a file of the conversation's
+    owner on the tool's result; the model reads only the text, which names it."""
+
+    filename: str
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """What a tool returns when it has images besides its text."""
+
+    text: str
+    images: tuple[ToolImage, ...] = ()
 
 
 @dataclass(frozen=True)
 class ToolResult:
     output: str
     is_error: bool
+    images: tuple[ToolImage, ...] = ()
+    # The run was stopped while the call ran: the call was abandoned, and the run ends.
+    cancelled: bool = False
 
 
 class ToolError(Exception):
@@ -84,10 +110,42 @@ class Tool:
     # Enabled in a new conversation unless it names its own tools.
     enabled_by_default: bool = False
     source: str = field(default="", compare=False)
+    # Whether a call a crash may have cut short is sent again (with `is_resume`); if not,
+    # its result is the `interrupted` tool error. The built-ins handle `is_resume`.
+    resendable: bool = True
+    # The tool server it belongs to (metrics count its calls by server); "" for our own.
+    server: str = ""
+
+
+class ToolSource(Protocol):
+    """Tools that exist per user, beside the registered ones (a tool server's)."""
+
+    def claims(self, name: str) -> bool:
+        """Whether `name` has the form of this source's tools."""
+        ...
+
+    def tools_for(self, *, user: "User") -> list[Tool]:
+        """Every tool of the source `user` may enable."""
+        ...
+
+    def tools_named(self, *, names: list[str], user: "User") -> list[Tool]:
+        """Those of `names` that are tools `user` may use, in that order."""
+        ...
+
+    def tool_called(self, *, name: str, user: "User") -> Tool | None:
+        """The tool a call by `user` names: as `tools_named` finds it, or one that may
+        exist though the source cannot confirm it now (its call will tell)."""
+        ...
+
+    def name_problem(self, *, name: str, user: "User | None") -> str | None:
+        """Why `user` may not enable `name` (one it claims), or None. Without a user
+        (an imported document) only the form can be checked."""
+        ...
 
 
 _REGISTRY: dict[str, Tool] = {}
 _REGISTRY_LOCK = threading.Lock()
+_SOURCES: list[ToolSource] = []
 
 
 class _ArgumentsBase(pydantic.BaseModel):
@@ -203,8 +261,24 @@ def isolated_registry() -> Iterator[None]:
             _REGISTRY.update(saved)
 
 
-def tool_get(*, name: str) -> Tool | None:
-    return _REGISTRY.get(name)
+def tool_source_add(source: ToolSource) -> None:
+    """Add a source of per-user tools (once: adding the same source again is a no-op)."""
+    with _REGISTRY_LOCK:
+        if all(type(known) is not type(source) for known in _SOURCES):
+            _SOURCES.append(source)
+
+
+def _source_of(name: str) -> ToolSource | None:
+    return next((source for source in list(_SOURCES) if source.claims(name)), None)
+
+
+def tool_get(*, name: str, user: "User | None" = None) -> Tool | None:
+    """A registered tool, or (with the user calling) a source's tool by that name."""
+    entry = _REGISTRY.get(name)
+    if entry is not None or user is None:
+        return entry
+    source = _source_of(name)
+    return source.tool_called(name=name, user=user) if source is not None else None
 
 
 def tool_names() -> list[str]:
@@ -216,16 +290,37 @@ def _describe(entry: Tool) -> dict[str, Any]:
     return {"name": entry.name, "description": entry.description, "parameters": entry.parameters}
 
 
-def tool_definitions(names: list[str]) -> list[dict[str, Any]]:
-    """OpenAI function-tool definitions for the enabled tools that exist, in registry order."""
+def _sourced(names: list[str], user: "User | None") -> list[Tool]:
+    """The enabled tools `user` may use that sources provide, in the order enabled."""
+    if user is None:
+        return []
+    found: list[Tool] = []
+    for source in list(_SOURCES):
+        mine = [name for name in names if name not in _REGISTRY and source.claims(name)]
+        if mine:
+            found += source.tools_named(names=mine, user=user)
+    return found
+
+
+def tool_definitions(names: list[str], *, user: "User | None" = None) -> list[dict[str, Any]]:
+    """OpenAI function-tool definitions for the enabled tools that exist, the registered
+    ones in registry order, then those of sources `user` may use."""
     enabled = set(names)
     found = [entry for entry in list(_REGISTRY.values()) if entry.name in enabled]
+    found += _sourced(names, user)
     return [{"type": "function", "function": _describe(entry)} for entry in found]
 
 
-def tool_catalog() -> list[dict[str, Any]]:
-    """Every registered tool, for GET /api/v1/tools/."""
-    return [{**_describe(entry), "mutating": entry.mutating} for entry in list(_REGISTRY.values())]
+def tool_catalog(*, user: "User | None" = None) -> list[dict[str, Any]]:
+    """Every registered tool, then (for `user`) the sources' tools they may enable, for
+    GET /api/v1/tools/."""
+    entries = list(_REGISTRY.values())
+    if user is not None:
+        entries += [entry for source in list(_SOURCES) for entry in source.tools_for(user=user)]
+    return [
+        {**_describe(entry), "mutating": entry.mutating, "server": entry.server or None}
+        for entry in entries
+    ]
 
 
 def tool_default_names() -> list[str]:
@@ -233,8 +328,11 @@ def tool_default_names() -> list[str]:
     return [entry.name for entry in list(_REGISTRY.values()) if entry.enabled_by_default]
 
 
-def tool_names_problems(value: Any, *, path: str = "$.tools") -> list[Problem]:
-    """What is wrong with a conversation's list of enabled tools (unknown names, repeats)."""
+def tool_names_problems(
+    value: Any, *, path: str = "$.tools", user: "User | None" = None
+) -> list[Problem]:
+    """What is wrong with a conversation's list of enabled tools (unknown names, repeats):
+    a source's tool must be one `user`, the conversation's owner, may use."""
     registered = [entry.name for entry in list(_REGISTRY.values())]
     if not isinstance(value, list):
         return [Problem(path, f"must be a list of tool names, not {type_name(value)}")]
@@ -244,6 +342,12 @@ def tool_names_problems(value: Any, *, path: str = "$.tools") -> list[Problem]:
         item_path = f"{path}[{index}]"
         if not isinstance(name, str):
             problems.append(Problem(item_path, f"must be a string, not {type_name(name)}"))
+        elif name not in registered and (source := _source_of(name)) is not None:
+            if (problem := source.name_problem(name=name, user=user)) is not None:
+                problems.append(Problem(item_path, problem))
+            elif name in seen:
+                problems.append(Problem(item_path, f"tool {name!r} is listed twice"))
+            seen.add(name)
         elif name not in registered:
             known = ", ".join(registered)
             problems.append(Problem(item_path, f"unknown tool {name!r}; known tools: {known}"))

@@ -17,6 +17,7 @@ from conversations.background_loop import loop_run
 from conversations.engine import dispatch, responses, runner, stateless
 from conversations.engine.llm.openai_provider import OpenAIProvider
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.mcp_servers import McpServerProcess, mcp_server_start
 from tests.support.openai_api import BASE, key_for
 
 
@@ -84,3 +85,24 @@ def sdk(wsgi_app) -> Callable[[User], openai.OpenAI]:
         )
 
     return make
+
+
+@pytest.fixture(scope="session")
+def mcp_servers() -> Iterator[dict[str, McpServerProcess]]:
+    """Real MCP tool servers, one of each kind that lasts (tests/support/mcp_servers.py)."""
+    started: dict[str, McpServerProcess] = {}
+    try:
+        for kind in ("tokens", "hangs", "varied"):
+            started[kind] = mcp_server_start(kind)
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+@pytest.fixture
+def dying_mcp_server() -> Iterator[McpServerProcess]:
+    """An MCP tool server whose `crash` tool ends its process mid-call."""
+    server = mcp_server_start("dies")
+    yield server
+    server.stop()

@@ -50,6 +50,8 @@ OPENAI_CONVERSATION = "openai/v1/^conversations/(?P<conversation_id>[^/]+)"
 OPENAI_RESPONSE = "openai/v1/^responses/(?P<response_id>[^/]+)"
 OPENAI_FILE = "openai/v1/^files/(?P<file_id>[^/]+)"
 HELLO = [{"role": "user", "content": "Hi"}]
+TS = "/api/v1/tool-servers/"
+TOOL_SERVER = "api/v1/tool-servers/<str:server_id>"
 
 HTTP: dict[tuple[str, str], Exercise] = {
     ("api/v1/conversations/", "GET"): exercise(Call("GET", "/api/v1/conversations/")),
@@ -103,6 +105,17 @@ HTTP: dict[tuple[str, str], Exercise] = {
         Call("DELETE", "/api/v1/api-keys/{key}/")
     ),
     ("api/v1/tools/", "GET"): exercise(Call("GET", "/api/v1/tools/")),
+    ("api/v1/tool-servers/", "GET"): exercise(Call("GET", TS)),
+    ("api/v1/tool-servers/", "POST"): exercise(
+        Call("POST", TS, {"name": "wiki", "url": "http://wiki.internal/mcp"})
+    ),
+    (f"{TOOL_SERVER}/", "GET"): exercise(Call("GET", f"{TS}0/")),
+    (f"{TOOL_SERVER}/", "PATCH"): exercise(Call("PATCH", f"{TS}0/", {"enabled": False})),
+    (f"{TOOL_SERVER}/", "DELETE"): exercise(Call("DELETE", f"{TS}0/")),
+    (f"{TOOL_SERVER}/credential/", "PUT"): exercise(
+        Call("PUT", f"{TS}0/credential/", {"token": "t0ken"})
+    ),
+    (f"{TOOL_SERVER}/credential/", "DELETE"): exercise(Call("DELETE", f"{TS}0/credential/")),
     ("api/v1/files/", "GET"): exercise(Call("GET", "/api/v1/files/")),
     ("api/v1/files/", "POST"): exercise(Call("POST", "/api/v1/files/", UPLOAD)),
     ("api/v1/files/<str:file_id>/", "GET"): exercise(Call("GET", "/api/v1/files/{file}/")),

@@ -12,6 +12,7 @@ import httpx2 as httpx
 import openai
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from rest_framework.test import APIClient
 
@@ -61,6 +62,13 @@ ENDPOINTS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/api-keys/"): KEYS,
     ("DELETE", f"/api/v1/api-keys/{ID}/"): KEYS,
     ("GET", "/api/v1/tools/"): READ,
+    ("GET", "/api/v1/tool-servers/"): READ,
+    ("POST", "/api/v1/tool-servers/"): CHAT,
+    ("GET", f"/api/v1/tool-servers/{ID}/"): READ,
+    ("PATCH", f"/api/v1/tool-servers/{ID}/"): CHAT,
+    ("DELETE", f"/api/v1/tool-servers/{ID}/"): CHAT,
+    ("PUT", f"/api/v1/tool-servers/{ID}/credential/"): CHAT,
+    ("DELETE", f"/api/v1/tool-servers/{ID}/credential/"): CHAT,
     ("GET", "/api/v1/files/"): READ,
     ("POST", "/api/v1/files/"): CHAT,
     ("GET", f"/api/v1/files/{ID}/"): READ,
@@ -87,6 +95,8 @@ ENDPOINTS: dict[tuple[str, str], str] = {
     ("GET", f"{OAI}/models"): READ,
     ("GET", f"{OAI}/models/some-model"): READ,
 }
+# Staff only: the key's owner is given the permission, so that only the scope refuses.
+STAFF_PERMISSIONS = {("POST", "/api/v1/tool-servers/"): "add_toolserver"}
 # Answer any path that matches no endpoint, to anyone: nothing to read or write.
 CATCH_ALLS = {api_not_found, unknown_url}
 # Every frame type a socket takes, and the scope it needs.
@@ -198,6 +208,10 @@ def endpoint_cases() -> list[Any]:
 @pytest.mark.parametrize(("method", "path"), endpoint_cases())
 def test_each_endpoint_refuses_a_key_without_its_scope_and_admits_one_with_it(owner, method, path):
     scope = ENDPOINTS[(method, path)]
+    if (method, path) in STAFF_PERMISSIONS:
+        User.objects.filter(pk=owner.pk).update(is_staff=True)
+        codename = STAFF_PERMISSIONS[(method, path)]
+        owner.user_permissions.add(Permission.objects.get(codename=codename))
     refused = call(key_client(owner, LACKING[scope]), method, path)
     assert scope_refused(refused), (refused.status_code, refused.content[:300])
     if path.startswith("/api/"):

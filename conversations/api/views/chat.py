@@ -159,6 +159,7 @@ class StatelessChatView(ApiView):
                 state=data.get("state"),
                 system=data.get("system", ""),
                 messages=[dict(m) for m in data["messages"]],
+                tools=data.get("tools"),
             )
         except ProviderError as exc:
             raise ParleyError(

@@ -1,4 +1,5 @@
-"""`GET tools/`: the tools a conversation may enable, with their JSON schemas."""
+"""`GET tools/`: the tools a conversation may enable, with their JSON schemas: the
+built-ins, then the tools of the tool servers open to the caller (`<server>__<tool>`)."""
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
@@ -14,4 +15,4 @@ class ToolListView(ApiView):
         operation_id="tools_list", summary="Tools the model can use", responses=s.ToolPage
     )
     def get(self, request: Request) -> Response:
-        return page_response(request, tool_catalog(), None)
+        return page_response(request, tool_catalog(user=request.user), None)  # type: ignore[arg-type]

@@ -22,6 +22,7 @@ from conversations.models import Conversation, Message, Run
 from conversations.serializers import run_payload
 from tests.support.api import error_of
 from tests.support.files import file_make, upload
+from tests.support.tool_servers import listings_fake, member_of, server_make
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redis_url")]
 
@@ -37,12 +38,13 @@ class World:
     run: Run
     key_id: str
     file_id: str
+    server_id: str
     export: bytes
     clients: dict[str, APIClient] = field(default_factory=dict)
 
 
 @pytest.fixture
-def world(owner, outsider, as_user, with_key, settings) -> World:
+def world(owner, outsider, as_user, with_key, settings, monkeypatch) -> World:
     settings.PARLEY_CHAT_WAIT_SECONDS = 0
     settings.PARLEY_DEMO_TOKENS_PER_SECOND = 0
     conversation = services.conversation_create(owner=owner, title="Secret plans")
@@ -63,6 +65,9 @@ def world(owner, outsider, as_user, with_key, settings) -> World:
     stored = file_make(owner, b"the launch code is swordfish", "secret.txt")
     revoked_client = APIClient()
     revoked_client.credentials(HTTP_AUTHORIZATION=f"Bearer {revoked_secret}")
+    listings_fake(monkeypatch)
+    server = server_make("planning", auth="per_user", groups=["planners"])
+    member_of(owner, "planners")
     return World(
         owner=owner,
         outsider=outsider,
@@ -70,6 +75,7 @@ def world(owner, outsider, as_user, with_key, settings) -> World:
         run=run,
         key_id=str(key.pk),
         file_id=str(stored.pk),
+        server_id=str(server.pk),
         export="".join(exporting.export_json_chunks(conversation)).encode(),
         clients={
             "owner_session": as_user(owner),
@@ -90,6 +96,7 @@ class Case:
 
 
 C = "/api/v1/conversations/{conversation_id}"
+TS = "/api/v1/tool-servers/{server_id}"
 # Every documented operation, with what the owner and another user get.
 MATRIX: dict[tuple[str, str], Case] = {
     ("get", "/api/v1/conversations/"): Case(200, 200),
@@ -124,6 +131,14 @@ MATRIX: dict[tuple[str, str], Case] = {
     ("get", "/api/v1/files/{file_id}/"): Case(200, 404),
     ("delete", "/api/v1/files/{file_id}/"): Case(204, 404),
     ("get", "/api/v1/files/{file_id}/content"): Case(200, 404),
+    # A server open to the owner's group only; neither user is staff.
+    ("get", "/api/v1/tool-servers/"): Case(200, 200),
+    ("post", "/api/v1/tool-servers/"): Case(403, 403, {"name": "x", "url": "http://x/mcp"}),
+    ("get", f"{TS}/"): Case(200, 404),
+    ("patch", f"{TS}/"): Case(403, 404, {"enabled": False}),
+    ("delete", f"{TS}/"): Case(403, 404),
+    ("put", f"{TS}/credential/"): Case(200, 404, {"token": "t0ken"}),
+    ("delete", f"{TS}/credential/"): Case(200, 404),
 }
 
 
@@ -154,6 +169,7 @@ def _url(path: str, world: World) -> str:
         key_id=world.key_id,
         message_id=message.pk,
         file_id=world.file_id,
+        server_id=world.server_id,
     )
     return url + "?q=swordfish" if url.endswith("/search/") else url
 

@@ -389,3 +389,17 @@ def test_the_daily_message_quota_holds_though_nothing_is_stored(api, provider, s
     assert refused.status_code == 429
     assert error_of(refused)["code"] == "message_quota_exceeded"
     assert len(provider.calls) == 1  # the model was not asked again
+
+
+def test_the_tools_asked_for_must_be_ones_the_caller_may_use(api, provider):
+    say = [{"role": "user", "content": "Hi"}]
+
+    chosen = api.post(URL, {"messages": say, "tools": ["calculator"]}, format="json")
+    closed = api.post(URL, {"messages": say, "tools": ["lab__lookup"]}, format="json")
+
+    assert chosen.status_code == 200
+    assert closed.status_code == 400
+    problem = error_of(closed)["details"]["problems"][0]
+    assert problem["path"] == "$.tools[0]"
+    assert "no tool server 'lab' is open to you" in problem["message"]
+    assert len(provider.calls) == 1

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from accounts.models import User
-from conversations.tools import ToolContext, ToolResult, tool, tool_execute
+from conversations.tools import ToolContext, ToolImage, ToolOutput, ToolResult, tool, tool_execute
 from tests.support.conversations import refetch
 from tests.support.tools import offline_context, owner_context, run
 
@@ -181,6 +181,57 @@ def test_a_slow_tool_is_kept_alive_and_a_failing_keepalive_stops_the_wait(regist
     assert len(beats) == 3
     assert time.monotonic() - started < 2  # not the tool's 5 s limit
     assert seen == []
+
+
+def test_a_stop_while_a_tool_runs_ends_the_wait_and_tells_the_tool(registry):
+    """A run stopped mid-call: the tool's `stop` is set (a server's call closes its
+    connection), its events so far still go out, and the result says it was cancelled."""
+    seen: list[str] = []
+    told = threading.Event()
+    asked: list[float] = []
+
+    @tool(timeout=30, mutating=True)
+    def patient(context: ToolContext) -> str:
+        context.emit("working", {})
+        if context.stop.wait(10):
+            told.set()
+        return "too late"
+
+    def stopped() -> bool:
+        asked.append(time.monotonic())
+        return len(asked) >= 3
+
+    started = time.monotonic()
+    result = tool_execute(
+        name="patient",
+        arguments="{}",
+        context=offline_context(emit=lambda t, p: seen.append(t)),
+        enabled=["patient"],
+        stopped=stopped,
+        stop_every=0.05,
+    )
+
+    assert time.monotonic() - started < 2  # not the tool's 30 s limit
+    assert told.is_set()
+    assert (result.is_error, result.cancelled) == (True, True)
+    assert result.output == (
+        "patient was cancelled: the run was stopped while it ran. Its effect may still take place."
+    )
+    assert seen == ["working"]
+
+
+def test_a_tool_that_returns_images_gives_them_with_its_text(registry):
+    picture = ToolImage(filename="chart-1.png", data=b"\x89PNG...")
+
+    @tool
+    def chart(context: ToolContext) -> ToolOutput:
+        return ToolOutput(text="a chart\n[image: chart-1.png]", images=(picture,))
+
+    result = run("chart", {}, enabled=["chart"])
+
+    assert result == ToolResult(
+        output="a chart\n[image: chart-1.png]", is_error=False, images=(picture,)
+    )
 
 
 def test_the_default_time_limit_comes_from_settings(registry, settings):

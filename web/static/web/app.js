@@ -15,6 +15,7 @@ import { setSidebar, setUpPanels } from "./panels.js";
 import { editSettings } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ConversationSocket } from "./socket.js";
+import { CREDENTIAL_WANTED } from "./tool_cards.js";
 import { Transcript } from "./transcript.js";
 import { ComposerFiles } from "./uploads.js";
 
@@ -381,15 +382,19 @@ stopButton.addEventListener("click", stop);
 
 // --- header buttons ----------------------------------------------------------------------
 
-$("settings-button").addEventListener("click", async () => {
+async function openSettings(options = {}) {
   try {
     const conversation = await ensureConversation();
-    const updated = await editSettings(conversation);
+    const updated = await editSettings(conversation, options);
     if (updated) setConversation(updated);
   } catch (error) {
     flash(error.message);
   }
-});
+}
+
+$("settings-button").addEventListener("click", () => openSettings());
+// A tool card whose call lacked the user's token opens the settings at that server.
+messagesBox.addEventListener(CREDENTIAL_WANTED, (event) => openSettings({ focusServer: event.detail.server }));
 
 // --- start ---------------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ export function runEventHandler({ state, transcript, draft, setActiveRun }) {
         transcript.toolArguments(event.call_id, event.arguments, { complete: true });
         break;
       case "tool_result.completed":
-        transcript.toolResult(event.call_id, null, event.output, event.is_error);
+        transcript.toolResult(event.call_id, null, event.output, event.is_error, { files: event.attachments });
         break;
       case "message.completed":
         transcript.addStored(event.message);

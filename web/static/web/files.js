@@ -75,13 +75,18 @@ export function showAttachments(element, attachments) {
   if (box && box.dataset.ids === ids) return;
   if (box) box.remove();
   if (!files.length || !content) return;
-  box = document.createElement("div");
+  content.after(attachmentsBox(files));
+}
+
+// The files as a group of thumbnails and chips (a message's, or a tool result's).
+export function attachmentsBox(files) {
+  const box = document.createElement("div");
   box.className = "attachments";
-  box.dataset.ids = ids;
+  box.dataset.ids = files.map((file) => file.id).join(",");
   box.setAttribute("role", "group");
   box.setAttribute("aria-label", files.length === 1 ? "1 attached file" : `${files.length} attached files`);
   box.append(...files.map(attachmentLink));
-  content.after(box);
+  return box;
 }
 
 // The ids of the files a drawn message carries, in order (an edit keeps them).

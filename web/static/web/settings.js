@@ -1,8 +1,11 @@
 // Per-conversation settings in a dialog: system prompt, model, generation settings
-// (temperature, max output tokens), whether the model takes images, enabled tools.
+// (temperature, max output tokens), whether the model takes images, enabled tools (the
+// built-in ones, and those of the tool servers open to the user: tool_servers.js).
 import { api } from "./api.js";
+import { ToolServers } from "./tool_servers.js";
 
 let toolsCache = null;
+let servers = null;
 
 // The fields a problem's path can name, by the top-level key of the API's body.
 const FIELD_LABELS = {
@@ -39,7 +42,8 @@ function showProblems(problem, error, inputs) {
   if (first) first.focus();
 }
 
-export async function editSettings(conversation) {
+// `focusServer`: a tool server's name whose token field gets the focus (from a tool card).
+export async function editSettings(conversation, { focusServer = null } = {}) {
   const dialog = document.getElementById("settings-dialog");
   const prompt = document.getElementById("settings-system-prompt");
   const model = document.getElementById("settings-model");
@@ -51,7 +55,10 @@ export async function editSettings(conversation) {
   const inputs = { system_prompt: prompt, model, temperature, max_output_tokens: maxTokens };
   error.textContent = "";
   for (const input of Object.values(inputs)) input.removeAttribute("aria-invalid");
-  if (!toolsCache) toolsCache = (await api("tools/")).results;
+  // The built-ins; the tool servers' own are listed (afresh each time) by `servers`.
+  if (!toolsCache) toolsCache = (await api("tools/")).results.filter((tool) => !tool.server);
+  if (!servers) servers = new ToolServers(document.getElementById("settings-servers"));
+  servers.show(conversation.tools);
   box.querySelectorAll("label").forEach((label) => label.remove());
   for (const tool of toolsCache) {
     const label = document.createElement("label");
@@ -79,12 +86,14 @@ export async function editSettings(conversation) {
   maxTokens.max = config.maxOutputTokensCap;
   vision.checked = conversation.vision;
   dialog.showModal();
+  if (focusServer) servers.focusCredential(focusServer);
   return new Promise((resolve) => {
     const form = document.getElementById("settings-form");
     const onSubmit = async (event) => {
       if (event.submitter && event.submitter.value !== "save") return;
       event.preventDefault();
-      const tools = [...box.querySelectorAll("input:checked")].map((input) => input.value);
+      const builtIn = [...box.querySelectorAll("input:checked")].map((input) => input.value);
+      const tools = [...builtIn, ...servers.checked()];
       error.textContent = "";
       for (const input of Object.values(inputs)) input.removeAttribute("aria-invalid");
       // What the browser could not read as a number never reaches the server.

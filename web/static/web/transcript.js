@@ -5,6 +5,7 @@
 import { showAttachments } from "./files.js";
 import { renderMarkdown } from "./markdown.js";
 import { storedThoughts, thoughtsBox, thoughtsLabel } from "./thoughts.js";
+import { buildToolCard, showToolResult } from "./tool_cards.js";
 import { addPart, adoptCard, joinAcrossPage, markVersions, newPart, settleTurn, turnFor, withActions } from "./turns.js";
 
 const ROLE_LABEL = { user: "You", assistant: "Parley", tool: "Tool", system: "Note" };
@@ -34,7 +35,8 @@ export class Transcript {
     }
     if (message.role === "tool") {
       const card = this.toolResult(message.tool_call_id, message.name, message.content,
-        Boolean(message.provider_payload && message.provider_payload.is_error), { prepend });
+        Boolean(message.provider_payload && message.provider_payload.is_error),
+        { prepend, files: message.attachments || [] });
       stamp(card, message);
       return;
     }
@@ -311,17 +313,7 @@ export class Transcript {
   }
 
   buildCard(callId, name) {
-    const card = document.createElement("section");
-    card.className = "tool-card";
-    card.dataset.callId = callId;
-    card.dataset.state = "running";
-    card.setAttribute("aria-label", `Tool call: ${name}`);
-    card.innerHTML = `
-      <header><span class="tool-icon" aria-hidden="true">⚙</span>
-        <span class="tool-name"></span><span class="tool-state">running…</span></header>
-      <dl><dt>Arguments</dt><dd><pre class="tool-args"></pre></dd>
-        <dt>Result</dt><dd><pre class="tool-result">…</pre></dd></dl>`;
-    card.querySelector(".tool-name").textContent = name;
+    const card = buildToolCard(callId, name);
     this.cards.set(callId, card);
     return card;
   }
@@ -341,7 +333,8 @@ export class Transcript {
     }
   }
 
-  toolResult(callId, name, output, isError, { prepend = false } = {}) {
+  // `files`: the images the tool returned, kept with its result (undefined: unknown yet).
+  toolResult(callId, name, output, isError, { prepend = false, files } = {}) {
     let card = this.cards.get(callId);
     if (!card) {
       // Its call is on an older page of history: show the result on its own.
@@ -350,9 +343,7 @@ export class Transcript {
       holder.querySelector(".tool-cards").append(card);
       card.querySelector(".tool-args").textContent = "(earlier)";
     }
-    card.dataset.state = isError ? "error" : "done";
-    card.querySelector(".tool-state").textContent = isError ? "failed" : "done";
-    card.querySelector(".tool-result").textContent = output;
+    showToolResult(card, output, isError, files);
     return card;
   }
 
