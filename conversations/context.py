@@ -252,7 +252,11 @@ def _unread_tokens(files: Sequence[FileInput], file_chars: int) -> int:
     tokens = 0
     for file in files:
         if not file.read:
-            tokens += IMAGE_TOKENS if file.is_image else math.ceil(min(file.size, share) / 4)
+            tokens += (
+                IMAGE_TOKENS
+                if file.is_image
+                else math.ceil(min(file.size, share) / CHARS_PER_TOKEN)
+            )
     return tokens
 
 
