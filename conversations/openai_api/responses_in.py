@@ -14,9 +14,11 @@ from typing import Any
 
 from conversations import validation
 from conversations.engine import ResponseAsk
+from conversations.models.tool_servers import TOOL_SEPARATOR
 from conversations.openai_api.errors import invalid, quoted
 from conversations.openai_api.items_in import InputMessages, new_messages
 from conversations.openai_api.views.conversations import _metadata
+from conversations.selectors.tool_servers import tool_server_names
 from conversations.tools import tool_catalog
 from conversations.validation import type_name
 
@@ -118,6 +120,9 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     if not isinstance(value, list):
         raise _wrong_type("tools", "an array", value)
     own = {tool["name"] for tool in tool_catalog()}
+    # A tool server's tools are named `<server>__<tool>`: a client tool of that form could
+    # clash with one the conversation enables, so the whole form is kept for them.
+    servers = tool_server_names()
     echoed: list[dict[str, Any]] = []
     sent: list[dict[str, Any]] = []
     for index, tool in enumerate(value):
@@ -136,7 +141,12 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                 f"Invalid '{where}.name': letters, digits, '_' and '-', 1 to 64 of them.",
                 param=f"{where}.name",
             )
-        if name in own or any(other["name"] == name for other in echoed):
+        prefix, separator, _ = name.partition(TOOL_SEPARATOR)
+        if (
+            name in own
+            or (separator and prefix in servers)
+            or any(other["name"] == name for other in echoed)
+        ):
             raise invalid(
                 f"Invalid '{where}.name': {name!r} is already a tool of this request or "
                 "one of Parley's own tools.",

@@ -102,3 +102,9 @@ def tool_server_secret(*, server: ToolServer) -> str | None:
     if server.auth != ToolServer.Auth.SHARED or not server.secret_encrypted:
         return None
     return secret_decrypt(server.secret_encrypted)
+
+
+def tool_server_names() -> set[str]:
+    """Every registered server's name, enabled or not: the prefixes (`<server>__`) of the
+    tool names Parley keeps for server tools."""
+    return set(ToolServer.objects.values_list("name", flat=True))

@@ -40,6 +40,28 @@ def test_bad_requests_name_their_parameter(client, kwargs, param):
     assert body_of(caught.value)["param"] == param
 
 
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [("kit__record", True), ("kit__anything", True), ("kitchen__timer", False), ("kit_x", False)],
+)
+def test_a_client_tool_may_not_take_a_tool_servers_name(client, model, name, refused):
+    from conversations import services
+    from conversations.models import ToolServer
+
+    services.tool_server_create(actor=None, name="kit", url="http://127.0.0.1:9/mcp")
+    tools = [{"type": "function", "name": name}]
+    if refused:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model="m", input="x", tools=tools)
+        assert body_of(caught.value)["param"] == "tools[0].name"
+        assert "Parley's own tools" in body_of(caught.value)["message"]
+        assert not Run.objects.exists()
+    else:
+        model.push(Script(text="Fine."))
+        assert client.responses.create(model="m", input="x", tools=tools).status == "completed"
+    assert ToolServer.objects.count() == 1
+
+
 def test_a_response_while_another_runs_is_conversation_locked_not_retried(client, owner):
     conversation = client.conversations.create()
     stored = Conversation.objects.get(owner=owner)
