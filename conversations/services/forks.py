@@ -53,6 +53,10 @@ def conversation_fork(
             draft=conversation.draft,
             draft_edited=conversation.draft_edited,
             metadata=conversation.metadata,
+            # The generation settings go with it: the fork goes on as the original would.
+            temperature=conversation.temperature,
+            max_output_tokens=conversation.max_output_tokens,
+            vision=conversation.vision,
             message_count=at_seq,
             forked_from=conversation,
             forked_at_seq=at_seq,

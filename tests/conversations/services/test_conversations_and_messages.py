@@ -303,3 +303,15 @@ def test_deleting_a_user_removes_their_conversations_only(owner, outsider):
     assert not Conversation.objects.filter(pk=mine.pk).exists()
     assert not Message.objects.filter(conversation_id=mine.pk).exists()
     assert Message.objects.filter(conversation=theirs).count() == 5
+
+
+@pytest.mark.django_db
+def test_a_fork_keeps_the_generation_settings_and_whether_the_model_takes_images(owner):
+    conversation = services.conversation_create(
+        owner=owner, title="Tuned", temperature=0.3, max_output_tokens=200, vision=False
+    )
+    services.user_message_append(conversation=conversation, content="Hello")
+
+    fork = services.conversation_fork(conversation=conversation, at_seq=1)
+
+    assert (fork.temperature, fork.max_output_tokens, fork.vision) == (0.3, 200, False)
