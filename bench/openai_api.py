@@ -52,6 +52,8 @@ class Sample:
 
 async def _sse_events(answer: httpx.Response) -> AsyncIterator[dict[str, Any]]:
     async for line in answer.aiter_lines():
+        if line == "data: [DONE]":
+            return  # the stream is over
         if line.startswith("data: "):
             yield json.loads(line[6:])
 

@@ -9,6 +9,10 @@
   stored, so the model always knows the draft even many turns after an edit.
 - What a reasoning model thought (`Message.reasoning`) is never sent back: a message is
   sent as its role, content and tool calls only (HistoryMessage has no other field).
+- A compaction (a stored summary of earlier turns) stands in for the turns it covers: the
+  newest one leaves out every message before it up to the seq its payload names
+  (`covers_seq`), and each is sent as a system message headed SUMMARY_HEAD. The stored
+  turns stay as they were; only the model's input leaves them out.
 - Truncation drops whole units from the oldest end: an assistant message that called tools
   and all of its results form one unit, because the chat API rejects a tool result
   without its call and a call without its results.
@@ -35,6 +39,9 @@ CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
 IMAGE_TOKENS = 800
 MISSING_RESULT = "[no result: this tool call did not complete]"
+# Message.Kind.COMPACTION (this module imports no model), and how its summary is headed.
+COMPACTION = "compaction"
+SUMMARY_HEAD = "[summary of the earlier conversation]"
 
 ChatMessage = dict[str, Any]
 
@@ -242,6 +249,37 @@ def _units(history: Sequence[StoredMessage], *, file_chars: int | None) -> list[
     return units
 
 
+class HistoryTooLong(Exception):
+    """The history does not fit the token budget, and its oldest turns may not be dropped
+    (a response asking for `truncation: disabled`)."""
+
+    def __init__(self, token_budget: int) -> None:
+        super().__init__(f"the history does not fit {token_budget} tokens")
+        self.token_budget = token_budget
+
+
+def compaction_applied(history: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """`history` as the model reads it: the messages before its newest compaction that
+    the compaction covers (by their seq; a message with none, a request's own input, is
+    never covered) left out, and each compaction as a system message with its summary."""
+    kinds = [getattr(message, "kind", "") for message in history]
+    if COMPACTION not in kinds:
+        return list(history)
+    newest = len(kinds) - 1 - kinds[::-1].index(COMPACTION)
+    payload = getattr(history[newest], "provider_payload", None) or {}
+    covers = payload.get("covers_seq") if isinstance(payload, dict) else None
+    covers = covers if isinstance(covers, int) else 0
+    out: list[StoredMessage] = []
+    for index, message in enumerate(history):
+        seq = getattr(message, "seq", None)
+        if index < newest and isinstance(seq, int) and 0 < seq <= covers:
+            continue
+        if kinds[index] == COMPACTION:
+            message = HistoryMessage(role="system", content=f"{SUMMARY_HEAD}\n{message.content}")
+        out.append(message)
+    return out
+
+
 # Reads files (FileInput.read false) for the model: the read files by key.
 FilesRead = Callable[[Sequence[FileInput]], Mapping[str, FileInput]]
 
@@ -267,14 +305,17 @@ def build_model_input(
     draft: str,
     token_budget: int,
     files_read: FilesRead | None = None,
+    truncate: bool = True,
 ) -> list[ChatMessage]:
     """The messages for the next model call.
 
     Keeps the newest units that fit in `token_budget` minus the preamble and trailing
     context; the newest unit is always kept, so the latest user message is never dropped.
+    Without `truncate`, HistoryTooLong instead of dropping any unit.
     Files not read yet are counted at the most they can cost, and only those of the
     messages kept are read, with one call of `files_read`.
     """
+    history = compaction_applied(history)
     head = [system_message(system_prompt)] if system_prompt else []
     tail = [system_message(current_draft_context(draft))] if draft else []
     remaining = token_budget - sum(estimate_tokens(m) for m in head + tail)
@@ -285,6 +326,8 @@ def build_model_input(
         if carries is not None:
             cost += _unread_tokens(getattr(carries, "files", ()), file_chars)
         if kept and cost > remaining:
+            if not truncate:
+                raise HistoryTooLong(token_budget)
             break
         kept.append((unit, carries))
         remaining -= cost

@@ -73,7 +73,7 @@ class Message(_Shape):
     branch_id: Id | None
     seq: int
     role: Literal["user", "assistant", "tool", "system"]
-    kind: Literal["message", "event", "draft_edit"]
+    kind: Literal["message", "event", "draft_edit", "compaction"]
     content: str
     reasoning: str
     reasoning_ms: int | None

@@ -10,6 +10,11 @@ from accounts.models import User
 from conversations import services
 from conversations.models import Conversation
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.open_responses_check import (
+    Answers,
+    open_responses_checks_install,
+    open_responses_violations_fail,
+)
 from tests.support.protocol_check import (
     Violations,
     protocol_checks_install,
@@ -118,6 +123,16 @@ def protocol_checked(
     protocol_checks_install(monkeypatch, violations)
     yield violations
     protocol_violations_fail(violations)
+
+
+@pytest.fixture(autouse=True)
+def open_responses_checked(monkeypatch: pytest.MonkeyPatch) -> Iterator[Answers]:
+    """Every answer of /openai/v1 a test gets is checked against the Open Responses
+    specification (tests/support/open_responses_check.py), whatever the test sent."""
+    answers = Answers()
+    open_responses_checks_install(monkeypatch, answers)
+    yield answers
+    open_responses_violations_fail(answers)
 
 
 @pytest.fixture(autouse=True)

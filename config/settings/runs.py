@@ -1,13 +1,18 @@
 """The tool loop: runs' leases, rounds and attempts, workers' threads, tools and tool
 servers."""
 
-from config.settings.env import env_int
+from config.settings.env import env_int, env_list
 
 # A step holds its run's lease this long and renews it while it works; a lease left to
 # expire (killed worker) lets the watchdog hand the run to another worker.
 PARLEY_RUN_LEASE_SECONDS = env_int("PARLEY_RUN_LEASE_SECONDS", 30)
 # Model calls per run before it stops as `incomplete`.
 PARLEY_RUN_MAX_ITERATIONS = env_int("PARLEY_RUN_MAX_ITERATIONS", 8)
+# The models (shell-style patterns, matched without regard to case) sent a response's
+# `reasoning.effort` as `reasoning_effort`; other models would refuse it, so it is not sent.
+PARLEY_REASONING_EFFORT_MODELS = env_list(
+    "PARLEY_REASONING_EFFORT_MODELS", ["o1*", "o3*", "o4*", "gpt-5*"]
+)
 # Step threads of one worker doing database work at the same time (see conversations.engine.turns).
 PARLEY_WORKER_BUSY_STEPS = env_int("PARLEY_WORKER_BUSY_STEPS", 2)
 # Threads of a worker storing replies whose stream ended (they take turns as above).

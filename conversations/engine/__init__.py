@@ -14,6 +14,7 @@ other modules here are the engine's insides (an import-linter contract keeps the
 - stateless.py: a chat whose whole history travels with the request, stored nowhere
 - responses.py: responses of the OpenAI-compatible API (a run with its request's
   instructions, client tools and settings), and those that store nothing
+- compaction.py: a conversation's context summarised by one model call, nothing stored
 - llm/: the providers (OpenAI-compatible, the offline demo) and stream parsing
 - eventlog/: each run's append-only event log on a Redis Stream
 - following.py: a run followed for as long as the caller's credential allows (the HTTP
@@ -21,6 +22,7 @@ other modules here are the engine's insides (an import-linter contract keeps the
 """
 
 from conversations.engine.branching import message_edit, reply_regenerate
+from conversations.engine.compaction import Compacted, context_compact
 from conversations.engine.following import run_follow_as, run_follow_as_sync
 from conversations.engine.inflight import replies_drain
 from conversations.engine.llm import provider_get, provider_is_demo
@@ -38,10 +40,12 @@ from conversations.engine.watchdog import runs_watchdog
 
 __all__ = [
     "RESET_MESSAGES",
+    "Compacted",
     "GenerationSettings",
     "ProviderError",
     "ResponseAsk",
     "chat_start",
+    "context_compact",
     "message_edit",
     "provider_get",
     "provider_is_demo",

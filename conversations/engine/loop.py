@@ -16,136 +16,47 @@ as `model_request` says, settle the reply with `reply_settle` and run tools with
 """
 
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
 
 from django.conf import settings
 
 from conversations import context, metrics
 from conversations.engine import eventlog, streaming
 from conversations.engine.lease import Lease
-from conversations.engine.llm.base import GenerationSettings, Provider, usage_added
+from conversations.engine.llm.base import (
+    GenerationSettings,
+    Provider,
+    ProviderError,
+    StreamEvent,
+    usage_added,
+)
 from conversations.engine.model_input_log import model_input_log
-from conversations.engine.run_errors import cut_short_error, iterations_error
-from conversations.models import Conversation, Message, Run
+from conversations.engine.run_errors import cut_short_error, history_error, iterations_error
+from conversations.engine.sink import (
+    Action,
+    CallModel,
+    End,
+    Position,
+    RunSink,
+    RunTools,
+    ToolCall,
+)
+from conversations.engine.tool_budget import (
+    call_refused,
+    tool_calls_left,
+    tool_choice_next,
+    tools_offered,
+)
+from conversations.models import Message, Run
 from conversations.services import NewMessage
 from conversations.tools import (
     ToolContext,
-    ToolImage,
     ToolResult,
     tool_definitions,
     tool_execute,
 )
-
-ToolCall = dict[str, str]
-
-
-@dataclass(frozen=True)
-class KeptResult:
-    """A tool's result as kept: the message's id and text, and the files it carries (as
-    message payloads list them)."""
-
-    message_id: str
-    output: str
-    attachments: list[dict[str, Any]] = field(default_factory=list)
-
-
-class RunSink(Protocol):
-    """Where a run's loop reads what it kept and writes what happens."""
-
-    @property
-    def run(self) -> Run: ...
-
-    @property
-    def conversation(self) -> Conversation:
-        """The conversation the tools act on: stored, or an unsaved one holding the tools
-        enabled and the draft of a reply kept nowhere."""
-        ...
-
-    @property
-    def writer(self) -> eventlog.EventWriter:
-        """The run's events: its log, or a recorder."""
-        ...
-
-    @property
-    def stored(self) -> bool:
-        """Whether what the run does is kept (a stored run) or lives only as long as the
-        request (stateless chat, a response with `store: false`)."""
-        ...
-
-    def model_input(self) -> list[context.ChatMessage]:
-        """The history and trailing context for the next model call (no instructions)."""
-        ...
-
-    def replied(self) -> "Position":
-        """Where the run stands, from what it kept."""
-        ...
-
-    def atomic(self) -> AbstractContextManager[Any]:
-        """A unit of writes that all happen or none do."""
-        ...
-
-    def after_commit(self, action: Callable[[], object]) -> None:
-        """Run `action` once the current unit of writes is kept."""
-        ...
-
-    def message_keep(self, message: NewMessage) -> dict[str, Any]:
-        """Keep a reply (inside `atomic`); its payload as clients see messages."""
-        ...
-
-    def tool_result_keep(
-        self, message: NewMessage, images: tuple[ToolImage, ...] = ()
-    ) -> KeptResult:
-        """Keep a tool's result the moment it exists, with the images the tool returned
-        as files on it where the run is stored (dropped elsewhere: the text names them)."""
-        ...
-
-    def run_advance(
-        self, *, status: str | None, error: dict[str, str] | None = None, **fields: Any
-    ) -> None:
-        """End the run with `status`, or (None) let its next round begin; `fields` are
-        written with it."""
-        ...
-
-    def cancel_requested(self) -> bool: ...
-
-    def tool_stopped(self) -> bool:
-        """Whether a stop was asked for, looked for often while a tool runs (cheaply)."""
-        ...
-
-    def tool_running(self) -> AbstractContextManager[Callable[[], None] | None]:
-        """Around one tool call: yields the keep-alive to call while it runs, if any."""
-        ...
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a run stands: its model calls so far, the tool calls of its last reply (None
-    before its first), and which of those have a result kept."""
-
-    iterations: int
-    calls: list[ToolCall] | None
-    answered: frozenset[str]
-
-
-@dataclass(frozen=True)
-class End:
-    status: str
-    error: dict[str, str] | None = None
-
-
-@dataclass(frozen=True)
-class RunTools:
-    calls: list[ToolCall]
-
-
-class CallModel:
-    """The next round is a model call."""
-
-
-Action = End | RunTools | CallModel
 
 
 def client_tool_called(run: Run, call: ToolCall) -> bool:
@@ -182,43 +93,85 @@ class ModelRequest:
     generation: GenerationSettings
     # The conversation's draft edits the model has seen (Run.draft_edits_seen).
     edits_seen: int
+    # Why the call is not sent at all (the history does not fit and may not be cut).
+    refused: ProviderError | None = None
 
 
 def model_request(sink: RunSink, *, label: str) -> ModelRequest:
-    """The next model call's input, logged, and its reply announced (`message.created`)."""
+    """The next model call's input, logged, and its reply announced (`message.created`);
+    or, when the history does not fit and the run may not drop its oldest turns, the call
+    `refused` (announced nowhere: the run fails as a model server's refusal fails it)."""
     run, conversation = sink.run, sink.conversation
     # The same id on every attempt of this round: a retry restarts the same message.
     message_id = uuid.uuid5(run.id, f"assistant-{run.iterations + 1}")
-    messages = sink.model_input()
-    if run.instructions:
-        # A response's instructions: the preamble of this run's calls, kept nowhere else.
-        messages = [context.system_message(run.instructions), *messages]
     generation = GenerationSettings.effective(
         temperature=conversation.temperature,
         max_output_tokens=conversation.max_output_tokens,
         overrides=run.generation,
     )
+    generation = replace(generation, tool_choice=tool_choice_next(sink))
+    # Read with the model input: the user's edits up to here are ones the model knows of,
+    # and a later edit wins over an update_draft this reply may ask for.
+    edits_seen = conversation.draft_edit_count
+    try:
+        messages = sink.model_input()
+    except context.HistoryTooLong as too_long:
+        error = history_error(too_long.token_budget)
+        return ModelRequest(
+            message_id=message_id,
+            model=run.model,
+            messages=[],
+            tools=[],
+            generation=generation,
+            edits_seen=edits_seen,
+            refused=ProviderError(error["code"], error["message"]),
+        )
+    if run.instructions:
+        # A response's instructions: the preamble of this run's calls, kept nowhere else.
+        messages = [context.system_message(run.instructions), *messages]
     model_input_log(label, model=run.model, messages=messages, generation=generation)
     sink.writer.emit(
         eventlog.MESSAGE_CREATED, message_id=str(message_id), role="assistant", attempt=run.attempt
     )
+    # The client's own function tools go with the server's; calls to them end the run.
+    tools = [*tool_definitions(conversation.tools, user=conversation.owner), *run.client_tools]
     return ModelRequest(
         message_id=message_id,
         model=run.model,
         messages=messages,
-        # The client's own function tools go with the server's; calls to them end the run.
-        tools=[*tool_definitions(conversation.tools, user=conversation.owner), *run.client_tools],
+        tools=tools_offered(run, tools),
         generation=generation,
-        # Read with the model input: the user's edits up to here are ones the model knows
-        # of, and a later edit wins over an update_draft this reply may ask for.
-        edits_seen=conversation.draft_edit_count,
+        edits_seen=edits_seen,
     )
+
+
+class _Refused:
+    """A model call refused before it is sent: its stream fails at once, so the run ends
+    as it does when the model server refuses a call."""
+
+    name = "refused"
+
+    def __init__(self, error: ProviderError) -> None:
+        self.error = error
+
+    async def stream(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        generation: GenerationSettings | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        raise self.error
+        yield  # an async generator, as providers' streams are
 
 
 def reply_stream(
     sink: RunSink, request: ModelRequest, *, provider: Provider, follow_stops: bool = True
 ) -> streaming.ReplyStream:
     """The model call of `request`, to be started on the streaming loop."""
+    if request.refused is not None:
+        provider = _Refused(request.refused)
     return streaming.ReplyStream(
         provider=provider,
         model=request.model,
@@ -235,7 +188,8 @@ def reply_settle(sink: RunSink, request: ModelRequest, result: streaming.StreamR
     """Keep what the model said and decide how the run goes on, in one unit of writes."""
     run = sink.run
     if result.error is not None:
-        metrics.provider_error(result.error.code)
+        if request.refused is None:
+            metrics.provider_error(result.error.code)
         with sink.atomic():
             code, message = result.error.code, result.error.message
             sink.run_advance(status=Run.Status.FAILED, error={"code": code, "message": message})
@@ -306,26 +260,34 @@ def tools_run(sink: RunSink, calls: list[ToolCall]) -> None:
     def emit(kind: str, payload: dict[str, Any]) -> None:
         sink.writer.emit(kind, **payload)
 
+    # Every result kept counts against the run's limit, those of calls not run too, as
+    # the limit is counted again from what the run kept after a crash.
+    left = tool_calls_left(sink)
     for index, call in enumerate(calls):
         if sink.cancel_requested():
             with sink.atomic():
                 sink.run_advance(status=Run.Status.CANCELLED)
             return
-        tool_context = ToolContext(
-            call_id=call["id"],
-            # An earlier attempt of this round may have started this call before dying:
-            # it ran the calls in order and kept each result at once, so only the first
-            # one still pending can have been under way.
-            is_resume=run.attempt > 1 and index == 0,
-            conversation=conversation,
-            user=conversation.owner,
-            emit=emit,
-            # Kept with the tool calls by the model call that asked for them.
-            draft_edits_seen=run.draft_edits_seen,
-            stored=sink.stored,
-        )
-        with sink.tool_running() as keepalive:
-            result = _tool_call(call, tool_context, keepalive=keepalive, stopped=sink.tool_stopped)
+        result = call_refused(run, call, left=left)
+        left = None if left is None else left - 1
+        if result is None:
+            tool_context = ToolContext(
+                call_id=call["id"],
+                # An earlier attempt of this round may have started this call before
+                # dying: it ran the calls in order and kept each result at once, so only
+                # the first one still pending can have been under way.
+                is_resume=run.attempt > 1 and index == 0,
+                conversation=conversation,
+                user=conversation.owner,
+                emit=emit,
+                # Kept with the tool calls by the model call that asked for them.
+                draft_edits_seen=run.draft_edits_seen,
+                stored=sink.stored,
+            )
+            with sink.tool_running() as keepalive:
+                result = _tool_call(
+                    call, tool_context, keepalive=keepalive, stopped=sink.tool_stopped
+                )
         kept = sink.tool_result_keep(
             NewMessage(
                 role=Message.Role.TOOL,

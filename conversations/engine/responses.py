@@ -125,8 +125,12 @@ def response_unstored(
     answer calls of that path or of the input before them, as a stored response's do
     (ValidationFailed)."""
     source = previous.conversation if previous is not None else conversation
-    path = _read_path(conversation=conversation, previous=previous)
+    path = response_path_read(conversation=conversation, previous=previous)
     raise_if(services.message_batch_pairing_problems(branch=path, messages=ask.messages))
+    # Placed on the path read, as a stored response's input is on its branch.
+    messages = services.compaction_place(
+        owner=user.pk, branch=path, last=path.message_count if path else 0, messages=ask.messages
+    )
     run, scratch = unstored_run(
         owner=user,
         model=ask.model or settings.PARLEY_MODEL,
@@ -137,7 +141,7 @@ def response_unstored(
     )
     if previous is not None:
         run.options = {**ask.options, "previous_run_id": str(previous.pk)}
-    history, files_read = _history(source, path)
+    history, files_read = response_history_read(source, path)
     sink = UnstoredRun(
         run=run,
         conversation=scratch,
@@ -145,14 +149,14 @@ def response_unstored(
         if source is not None and source.system_prompt
         else [],
         # The input's own files (NewMessage.files) come read already.
-        before=[*history, *ask.messages],
+        before=[*history, *messages],
         files_read=files_read,
     )
     unstored_run_go(sink, provider=provider_get(), label=f"response {run.id}")
     return run, sink.events
 
 
-def _read_path(*, conversation: Conversation | None, previous: Run | None) -> Branch | None:
+def response_path_read(*, conversation: Conversation | None, previous: Run | None) -> Branch | None:
     """The stored path a response kept nowhere reads: the previous response's branch up to
     its last message, or the conversation's active branch (None: no stored path)."""
     if previous is not None:
@@ -167,7 +171,7 @@ def _read_path(*, conversation: Conversation | None, previous: Run | None) -> Br
     return None
 
 
-def _history(
+def response_history_read(
     conversation: Conversation | None, path: Branch | None
 ) -> tuple[list[context.StoredMessage], context.FilesRead | None]:
     """The tail of the stored path as the model reads it, and the reader of its files (as

@@ -16,6 +16,15 @@ def cut_short_error(limit: int) -> dict[str, str]:
     }
 
 
+def history_error(token_budget: int) -> dict[str, str]:
+    return {
+        "code": "context_length_exceeded",
+        "message": f"The conversation does not fit the model's input of {token_budget} "
+        "tokens, and this response asked for no truncation; with `truncation: auto` the "
+        "oldest turns that do not fit would be dropped.",
+    }
+
+
 def iterations_error(iterations: int) -> dict[str, str]:
     return {
         "code": "max_iterations",

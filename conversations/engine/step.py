@@ -12,15 +12,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from conversations import context, selectors
 from conversations.engine import dispatch, eventlog
 from conversations.engine.cancel import cancel_flag_raised
 from conversations.engine.lease import Lease, LeaseLost, release_connection
-from conversations.engine.loop import KeptResult, Position
 from conversations.engine.runs import run_finish
+from conversations.engine.sink import (
+    KeptResult,
+    Position,
+    history_truncated,
+    tool_calls_limit,
+)
 from conversations.engine.turns import turns
 from conversations.errors import ParleyError
 from conversations.models import Branch, Conversation, Message, Run, StoredFile
@@ -72,7 +78,9 @@ class Step:
 
     def model_input(self) -> list[context.ChatMessage]:
         return selectors.conversation_model_input(
-            conversation=self.conversation, branch=self.branch
+            conversation=self.conversation,
+            branch=self.branch,
+            truncate=history_truncated(self.run),
         )
 
     def replied(self) -> Position:
@@ -93,7 +101,21 @@ class Step:
             if assistant.tool_calls
             else ()
         )
-        return Position(iterations=run.iterations, calls=assistant.tool_calls, answered=answered)
+        return Position(
+            iterations=run.iterations,
+            calls=assistant.tool_calls,
+            answered=answered,
+            tool_results=self._tool_results() if tool_calls_limit(run) is not None else 0,
+        )
+
+    def _tool_results(self) -> int:
+        # The results the run kept past its input (a request's own function_call_output
+        # items are stored as the run's too, before the message it answers).
+        return Message.objects.filter(
+            run=self.run,
+            role=Message.Role.TOOL,
+            seq__gt=Coalesce(F("run__trigger_message__seq"), 0),
+        ).count()
 
     def atomic(self) -> contextlib.AbstractContextManager[Any]:
         return transaction.atomic()

@@ -20,7 +20,8 @@ from django.utils import timezone
 from conversations import context
 from conversations.engine import eventlog
 from conversations.engine.llm.base import Provider
-from conversations.engine.loop import KeptResult, Position, loop_run_inline
+from conversations.engine.loop import loop_run_inline
+from conversations.engine.sink import KeptResult, Position, history_truncated
 from conversations.event_types import terminal_type
 from conversations.models import Conversation, Message, Run
 from conversations.serializers import message_export_dict, run_payload
@@ -72,6 +73,7 @@ class UnstoredRun:
             draft=self.conversation.draft,
             token_budget=budget,
             files_read=self.files_read,
+            truncate=history_truncated(self.run),
         )
         return self.head + body
 
@@ -87,7 +89,10 @@ class UnstoredRun:
             m["tool_call_id"] for m in self.kept[last + 1 :] if m["role"] == "tool"
         )
         return Position(
-            iterations=iterations, calls=self.kept[last].get("tool_calls", []), answered=answered
+            iterations=iterations,
+            calls=self.kept[last].get("tool_calls", []),
+            answered=answered,
+            tool_results=sum(1 for m in self.kept if m["role"] == "tool"),
         )
 
     def atomic(self) -> contextlib.AbstractContextManager[Any]:

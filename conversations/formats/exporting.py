@@ -258,6 +258,10 @@ def _markdown_message(message: Message) -> str:
         return f"> **Context event** · {when}\n>\n> " + message.content.replace("\n", "\n> ")
     if message.kind == Message.Kind.DRAFT_EDIT:
         return f"> **Draft edited by the user** · {when}\n\n" + _block(message.content)
+    if message.kind == Message.Kind.COMPACTION:
+        return f"> **Earlier turns summarised for the model** · {when}\n\n" + _block(
+            message.content
+        )
     if message.role == Message.Role.TOOL:
         label = f"`{message.name}`" if message.name else "tool"
         return f"**Tool result** ({label}) · {when}\n\n" + _block(message.content, "text")

@@ -40,7 +40,7 @@ from conversations.json_input import JsonInputError, is_too_deep, json_parse, js
 from conversations.models import default_tools
 
 Role = Literal["user", "assistant", "tool", "system"]
-Kind = Literal["message", "event", "draft_edit"]
+Kind = Literal["message", "event", "draft_edit", "compaction"]
 READ_VERSIONS = (1, 2)
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 

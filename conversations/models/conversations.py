@@ -31,10 +31,10 @@ class MessageRole(models.TextChoices):
 
 class MessageKind(models.TextChoices):
     MESSAGE = "message"
-    # A context event: stored system message that triggers no run.
-    EVENT = "event"
-    # The notice stored when the user edited the draft.
-    DRAFT_EDIT = "draft_edit"
+    EVENT = "event"  # a context event: stored system message that triggers no run
+    DRAFT_EDIT = "draft_edit"  # the notice stored when the user edited the draft
+    # A summary the model reads in place of the earlier turns it covers (covers_seq).
+    COMPACTION = "compaction"
 
 
 class RunStatus(models.TextChoices):

@@ -8,6 +8,9 @@ maps back to its row with no lookup table and says what kind of object it names.
   the assistant message that made it: one stored message with several calls gives
   several items, each with its own id;
 - a `function_call_output` item: `fco_<message uuid hex>` (a stored tool message);
+- a `reasoning` item: `rs_<message uuid hex>`, what the model thought before the
+  assistant message it belongs to;
+- a `compaction` item: `cmp_<message uuid hex>` (a stored summary of earlier turns);
 - a response: `resp_<run uuid hex>` (a response is a run);
 - a file: `file-<uuid hex>` (OpenAI's files are `file-...`); its plain Parley UUID (the
   one /api/v1/files/ shows) is accepted too.
@@ -27,19 +30,23 @@ _CONVERSATION = re.compile(f"{CONVERSATION_PREFIX}({_HEX})")
 _RESPONSE = re.compile(f"{RESPONSE_PREFIX}({_HEX})")
 _FILE = re.compile(f"{FILE_PREFIX}({_HEX})")
 # The index has no leading zero, so each item has exactly one spelling.
-_ITEM = re.compile(f"(msg|fc|fco)_({_HEX})(?:_(0|[1-9][0-9]{{0,3}}))?")
+_ITEM = re.compile(f"(msg|fc|fco|rs|cmp)_({_HEX})(?:_(0|[1-9][0-9]{{0,3}}))?")
 
 
 class ItemType(StrEnum):
     MESSAGE = "message"
     FUNCTION_CALL = "function_call"
     FUNCTION_CALL_OUTPUT = "function_call_output"
+    REASONING = "reasoning"
+    COMPACTION = "compaction"
 
 
 _PREFIXES = {
     ItemType.MESSAGE: "msg",
     ItemType.FUNCTION_CALL: "fc",
     ItemType.FUNCTION_CALL_OUTPUT: "fco",
+    ItemType.REASONING: "rs",
+    ItemType.COMPACTION: "cmp",
 }
 _TYPES = {prefix: kind for kind, prefix in _PREFIXES.items()}
 

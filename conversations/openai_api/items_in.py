@@ -1,14 +1,18 @@
 """OpenAI's input items as the messages Parley stores, and back for a removal.
 
 - `message`: role `user` becomes a user message; `system` and `developer` a context
-  event (Parley has one instruction role: it reads back as `system`); `assistant` an
-  assistant message. Content is a string or a list of text parts (`input_text`,
+  event (the model reads both as system text; a developer's reads back as `developer`);
+  `assistant` an assistant message, keeping its `phase` (`commentary` or
+  `final_answer`). Content is a string or a list of text parts (`input_text`,
   `output_text`, `refusal`), joined by a newline. A user's message may also hold
   `input_image` and `input_file` parts (file_parts.py): the files it carries, in order
   (its text may then be empty); other messages take text only, and audio is refused.
 - `function_call` `{call_id, name, arguments}`: a tool call of an assistant message.
   Calls sent together, with the assistant `message` just before them if any, make one
   assistant message, as a model's reply with parallel calls is stored.
+- `reasoning` `{summary, content?}`: what the model thought, kept as the reasoning of the
+  assistant turn that follows it (its text from `content`'s `reasoning_text` parts, else
+  its summary's `summary_text`); `encrypted_content` is another server's and is dropped.
 - `function_call_output` `{call_id, output}`: a tool message answering that call. The call
   comes before it, in the same request or on the conversation's path, and has no answer
   yet: the rule an import keeps (tool_pairing.py), checked by the domain when the items
@@ -28,6 +32,7 @@ from django.conf import settings
 from conversations import validation
 from conversations.errors import ValidationFailed
 from conversations.models import Message
+from conversations.openai_api.compaction_items import compaction_message
 from conversations.openai_api.errors import fields_check, invalid, quoted, wrong_type
 from conversations.openai_api.file_parts import FILE_PARTS, FilePart, file_part
 from conversations.openai_api.ids import ItemRef, ItemType
@@ -39,6 +44,9 @@ _ECHOED = {"id", "status", "created_by"}
 _MESSAGE_FIELDS = {"type", "role", "content", "phase", *_ECHOED}
 _CALL_FIELDS = {"type", "call_id", "name", "arguments", "namespace", "caller", *_ECHOED}
 _OUTPUT_FIELDS = {"type", "call_id", "output", "name", "namespace", "caller", *_ECHOED}
+_REASONING_FIELDS = {"type", "summary", "content", "encrypted_content", *_ECHOED}
+_REASONING_PARTS = {"summary_text", "reasoning_text", "output_text", "input_text"}
+_PHASES = ("commentary", "final_answer")
 _ROLES = {"user", "assistant", "system", "developer"}
 # Which field holds a text part's text.
 _TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
@@ -129,11 +137,51 @@ def _message(item: dict[str, Any], param: str) -> tuple[NewMessage, tuple[FilePa
         # thinking); a user's message may be files alone.
         empty=role == "assistant" or bool(files),
     )
+    phase = item.get("phase")
+    if phase is not None and (role != "assistant" or phase not in _PHASES):
+        raise invalid(
+            f"Invalid '{param}.phase': an assistant message's phase is {' or '.join(_PHASES)}.",
+            param=f"{param}.phase",
+        )
     if role == "assistant":
-        return NewMessage(role=Message.Role.ASSISTANT, content=text), ()
+        payload = {"phase": phase} if phase else None
+        return NewMessage(role=Message.Role.ASSISTANT, content=text, provider_payload=payload), ()
     if role == "user":
         return NewMessage(role=Message.Role.USER, content=text), tuple(files or ())
-    return NewMessage(role=Message.Role.SYSTEM, kind=Message.Kind.EVENT, content=text), ()
+    return NewMessage(
+        role=Message.Role.SYSTEM,
+        kind=Message.Kind.EVENT,
+        content=text,
+        provider_payload={"role": "developer"} if role == "developer" else None,
+    ), ()
+
+
+def _reasoning(item: dict[str, Any], param: str) -> str:
+    """A reasoning item's text: its full thoughts when it carries them, else its summary."""
+    fields_check(item, param, required={"summary"}, known=_REASONING_FIELDS)
+    texts: dict[str, list[str]] = {}
+    for name in ("content", "summary"):
+        parts = item.get(name)
+        if parts is None and name == "content":
+            continue
+        if not isinstance(parts, list):
+            raise wrong_type(f"{param}.{name}", "an array of content parts", parts)
+        for index, part in enumerate(parts):
+            where = f"{param}.{name}[{index}]"
+            if not isinstance(part, dict):
+                raise wrong_type(where, "an object", part)
+            if part.get("type") not in _REASONING_PARTS:
+                raise invalid(
+                    f"Invalid '{where}.type': {quoted(part.get('type'))!r} is not supported "
+                    f"here; this takes {', '.join(sorted(_REASONING_PARTS))} parts.",
+                    param=f"{where}.type",
+                )
+            fields_check(part, where, required={"type", "text"}, known={"type", "text"})
+            texts.setdefault(name, []).append(
+                _string(part["text"], f"{where}.text", max_chars=_content_max())
+            )
+    chosen = texts.get("content") or texts.get("summary") or []
+    return _string("\n".join(chosen), f"{param}.summary", max_chars=_content_max())
 
 
 def _call(item: dict[str, Any], param: str) -> dict[str, str]:
@@ -222,9 +270,19 @@ def new_messages(
     # items its calls came from.
     turn: NewMessage | None = None
     turn_items: list[str] = []
+    # Reasoning items waiting for the assistant turn they belong to.
+    thoughts: list[str] = []
+
+    def turn_begin(new: NewMessage | None = None) -> NewMessage:
+        base = new or NewMessage(role=Message.Role.ASSISTANT)
+        reasoning = "\n".join(thoughts)
+        thoughts.clear()
+        return replace(base, reasoning=reasoning) if reasoning else base
 
     def turn_end() -> None:
         nonlocal turn
+        if turn is None and thoughts:
+            turn = turn_begin()  # thoughts with no reply after them: kept as they were
         if turn is None:
             return
         for number, where in enumerate(turn_items):
@@ -240,7 +298,7 @@ def new_messages(
         kind = item.get("type", "message" if "role" in item else None)
         if kind == ItemType.FUNCTION_CALL:
             call = _call(item, where)
-            turn = turn or NewMessage(role=Message.Role.ASSISTANT)
+            turn = turn or turn_begin()
             if any(other["id"] == call["id"] for other in turn.tool_calls):
                 raise invalid(
                     f"Invalid '{where}.call_id': {quoted(call['id'])!r} is already a call "
@@ -250,18 +308,32 @@ def new_messages(
             turn = replace(turn, tool_calls=[*turn.tool_calls, call])
             turn_items.append(f"{where}.call_id")
             continue
-        turn_end()
+        if kind == ItemType.REASONING:
+            text = _reasoning(item, where)
+            if turn is not None:
+                turn_end()  # the thoughts of the next turn
+            thoughts.append(text)
+            continue
         if kind == ItemType.MESSAGE:
             new, files = _message(item, where)
             if new.role == Message.Role.ASSISTANT:
-                turn = new
-            else:
-                if files:
-                    read.files[len(messages)] = files
-                messages.append(new)
+                if turn is not None:
+                    turn_end()
+                turn = turn_begin(new)
+                continue
+        turn_end()
+        if kind == ItemType.MESSAGE:
+            if files:
+                read.files[len(messages)] = files
+            messages.append(new)
         elif kind == ItemType.FUNCTION_CALL_OUTPUT:
             read.params[f"$.messages[{len(messages)}].tool_call_id"] = f"{where}.call_id"
             messages.append(_output(item, where))
+        elif kind == ItemType.COMPACTION:
+            read.params[f"$.messages[{len(messages)}].encrypted_content"] = (
+                f"{where}.encrypted_content"
+            )
+            messages.append(compaction_message(item, where))
         elif kind is None:
             raise invalid(
                 f"Missing required parameter: '{where}.type'.",
@@ -271,7 +343,8 @@ def new_messages(
         else:
             raise invalid(
                 f"Invalid '{where}.type': {quoted(kind)!r} items are not supported; Parley "
-                "stores message, function_call and function_call_output items.",
+                "stores message, reasoning, function_call, function_call_output and "
+                "compaction items.",
                 param=f"{where}.type",
             )
     turn_end()
@@ -281,11 +354,14 @@ def new_messages(
 def replacement_for(message: Message, ref: ItemRef) -> NewMessage | None:
     """What stays of `message` once the item `ref` is taken out: the message without that
     part, or None when nothing of it is left."""
+    reasoning = message.reasoning
     if ref.type == ItemType.FUNCTION_CALL:
         calls = [call for index, call in enumerate(message.tool_calls) if index != ref.index]
         content = message.content
     elif ref.type == ItemType.MESSAGE and message.role == Message.Role.ASSISTANT:
         calls, content = list(message.tool_calls), ""
+    elif ref.type == ItemType.REASONING:
+        calls, content, reasoning = list(message.tool_calls), message.content, ""
     else:
         return None
     if not calls and not content:
@@ -298,6 +374,6 @@ def replacement_for(message: Message, ref: ItemRef) -> NewMessage | None:
         usage=message.usage,
         provider_payload=message.provider_payload,
         created_at=message.created_at,
-        reasoning=message.reasoning,
-        reasoning_ms=message.reasoning_ms,
+        reasoning=reasoning,
+        reasoning_ms=message.reasoning_ms if reasoning else None,
     )

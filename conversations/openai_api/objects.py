@@ -5,9 +5,15 @@ A stored message gives one or more items, in this order:
 - a user or system message: one `message` item (a context event or a draft-edit notice
   is a system message too: the model reads it, so the client sees it);
 - a tool message: one `function_call_output` item;
-- an assistant message: a `message` item when it has text or no tool calls, then one
-  `function_call` item per tool call. Each item's place on the path is (seq, part):
-  part 0 is the text, part n + 1 the n-th call.
+- an assistant message: a `reasoning` item when the model thought before it (its
+  thoughts as `reasoning_text`), a `message` item when it has text or no tool calls
+  (with the `phase` the client gave it, if any), then one `function_call` item per tool
+  call. Each item's place on the path is (seq, part): part -1 is the reasoning, part 0
+  the text, part n + 1 the n-th call.
+- a system message holding a compaction (a summary of earlier turns): one `compaction`
+  item.
+
+A system message a client sent with role `developer` reads back as `developer`.
 
 A user's message with files shows them after its text, in order: an image as an
 `input_image` part, any other file as an `input_file` part, each naming the file by its
@@ -22,9 +28,12 @@ from django.conf import settings
 
 from conversations import selectors
 from conversations.models import Conversation, Message, StoredFile
+from conversations.openai_api.compaction_items import compaction_item
 from conversations.openai_api.ids import ItemRef, ItemType, conversation_id, file_id, item_id
 
 COMPLETED = "completed"
+# What an assistant message is for, as a client that plans in steps marks it.
+PHASES = ("commentary", "final_answer")
 
 
 @dataclass(frozen=True)
@@ -56,10 +65,30 @@ def conversation_deleted(conversation_key: Any) -> dict[str, Any]:
     }
 
 
+def output_text(text: str) -> dict[str, Any]:
+    """An `output_text` part: Parley adds no annotations and keeps no log probabilities."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def reasoning_item(ref: ItemRef, text: str) -> dict[str, Any]:
+    """A `reasoning` item holding what the model thought, as it streamed (no summary)."""
+    return {
+        "id": item_id(ref),
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
+
+
 def _text_part(role: str, text: str) -> dict[str, Any]:
     if role == Message.Role.ASSISTANT:
-        return {"type": "output_text", "text": text, "annotations": []}
+        return output_text(text)
     return {"type": "input_text", "text": text}
+
+
+def _payload(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    payload = row.get("provider_payload")
+    return payload if isinstance(payload, Mapping) else {}
 
 
 def _file_part(file: StoredFile) -> dict[str, Any]:
@@ -97,8 +126,15 @@ def message_items(row: Mapping[str, Any]) -> list[Item]:
         if row["name"]:
             body["name"] = row["name"]
         return [Item(seq, 0, ref, body)]
+    if row.get("kind") == Message.Kind.COMPACTION:
+        ref = ItemRef(ItemType.COMPACTION, key)
+        return [Item(seq, 0, ref, compaction_item(ref, row))]
     calls = (row["tool_calls"] or []) if role == Message.Role.ASSISTANT else []
     items = []
+    payload = _payload(row)
+    if role == Message.Role.ASSISTANT and row.get("reasoning"):
+        ref = ItemRef(ItemType.REASONING, key)
+        items.append(Item(seq, -1, ref, reasoning_item(ref, row["reasoning"])))
     files = row.get("files") or []
     if row["content"] or not calls:
         ref = ItemRef(ItemType.MESSAGE, key)
@@ -106,10 +142,12 @@ def message_items(row: Mapping[str, Any]) -> list[Item]:
         body = {
             "id": item_id(ref),
             "type": "message",
-            "role": role,
+            "role": "developer" if payload.get("role") == "developer" else role,
             "status": COMPLETED,
             "content": [*text, *map(_file_part, files)],
         }
+        if role == Message.Role.ASSISTANT and payload.get("phase") in PHASES:
+            body["phase"] = payload["phase"]
         items.append(Item(seq, 0, ref, body))
     for index, call in enumerate(calls):
         ref = ItemRef(ItemType.FUNCTION_CALL, key, index)

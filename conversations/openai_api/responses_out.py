@@ -8,9 +8,13 @@ message the run stored (its id is fixed before the reply streams), `fco_` the st
 tool result.
 """
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
+
+from conversations import selectors
 from conversations.models import Message, Run
 from conversations.openai_api.ids import conversation_id, response_id
 from conversations.openai_api.objects import message_items, rows_with_files
@@ -27,7 +31,10 @@ _INCOMPLETE_REASONS = {"max_output_tokens": "max_output_tokens", "max_iterations
 
 
 def response_head(run: Run) -> dict[str, Any]:
-    """The Response object's fields that the request fixed, with an empty output."""
+    """The Response object's fields that the request fixed, with an empty output. Every
+    key the Open Responses schema requires is present; a sampling setting the request left
+    out says the value the model used (the conversation's, the server's, else the model's
+    usual default)."""
     options, generation = run.options or {}, run.generation or {}
     given_conversation = options.get("conversation") and run.conversation_id
     previous = options.get("previous_run_id")
@@ -35,30 +42,61 @@ def response_head(run: Run) -> dict[str, Any]:
         "id": response_id(run.pk),
         "object": "response",
         "created_at": int(run.created_at.timestamp()),
+        "completed_at": None,
         "status": "queued",
         "background": bool(options.get("background", False)),
         "error": None,
         "incomplete_details": None,
         "instructions": run.instructions or None,
         "max_output_tokens": generation.get("max_output_tokens"),
+        "max_tool_calls": options.get("max_tool_calls"),
         "metadata": run.metadata or {},
         "model": run.model,
         "output": [],
-        "parallel_tool_calls": generation.get("parallel_tool_calls", True),
+        "parallel_tool_calls": _parallel_tool_calls(generation),
         "previous_response_id": response_id(UUID(previous)) if previous else None,
         "conversation": {"id": conversation_id(run.conversation_id)}
         if given_conversation
         else None,
+        "reasoning": options.get("reasoning"),
         "store": bool(options.get("store", True)),
-        "temperature": generation.get("temperature"),
-        "top_p": generation.get("top_p"),
-        "text": {"format": {"type": "text"}},
+        "temperature": _sampling(generation.get("temperature"), _conversation_temperature(run)),
+        "top_p": _sampling(generation.get("top_p"), None),
+        "presence_penalty": float(generation.get("presence_penalty") or 0),
+        "frequency_penalty": float(generation.get("frequency_penalty") or 0),
+        "top_logprobs": int(options.get("top_logprobs") or 0),
+        "text": options.get("text") or {"format": {"type": "text"}},
         "tool_choice": options.get("tool_choice", "auto"),
         "tools": options.get("tools", []),
-        "truncation": "disabled",
+        "truncation": options.get("truncation", "auto"),
+        "service_tier": options.get("service_tier") or "default",
+        "safety_identifier": options.get("safety_identifier"),
+        "prompt_cache_key": options.get("prompt_cache_key"),
         "usage": None,
         "user": None,
     }
+
+
+def _parallel_tool_calls(generation: dict[str, Any]) -> bool:
+    value = generation.get("parallel_tool_calls")
+    return True if value is None else bool(value)
+
+
+def _conversation_temperature(run: Run) -> float | None:
+    """The temperature the run's conversation sets, else the server's default. The
+    conversation is read only when the run came with it (views load it with the run; a
+    run kept nowhere carries an unsaved one)."""
+    conversation = run._state.fields_cache.get("conversation")
+    own = conversation.temperature if conversation is not None else None
+    default: float | None = settings.PARLEY_DEFAULT_TEMPERATURE
+    return own if own is not None else default
+
+
+def _sampling(value: Any, fallback: float | None) -> float:
+    """A sampling setting as a number: the request's, else `fallback`, else 1 (the
+    upstream's usual default when nothing is sent)."""
+    chosen = value if value is not None else fallback
+    return float(chosen) if chosen is not None else 1.0
 
 
 def response_ending(response: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +105,8 @@ def response_ending(response: dict[str, Any], run: dict[str, Any]) -> dict[str, 
     status = run["status"]
     error = run.get("error") or None
     ended = {**response, "status": status, "usage": usage_object(run.get("usage"))}
+    if status == Run.Status.COMPLETED and run.get("finished_at"):
+        ended["completed_at"] = int(datetime.fromisoformat(run["finished_at"]).timestamp())
     if status == Run.Status.FAILED and error:
         code = _ERROR_CODES.get(error.get("code", ""), "server_error")
         ended["error"] = {"code": code, "message": f"{error.get('message', '')}"}
@@ -85,11 +125,25 @@ def usage_object(usage: dict[str, Any] | None) -> dict[str, Any] | None:
     output_tokens = int(usage.get("completion_tokens", 0))
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {
+            "cached_tokens": _detail(usage, "prompt_tokens_details", "cached_tokens"),
+            # OpenAI's SDK requires it beside the specification's `cached_tokens`.
+            "cache_write_tokens": _detail(usage, "prompt_tokens_details", "cache_write_tokens"),
+        },
         "output_tokens": output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {
+            "reasoning_tokens": _detail(usage, "completion_tokens_details", "reasoning_tokens")
+        },
         "total_tokens": int(usage.get("total_tokens", input_tokens + output_tokens)),
     }
+
+
+def _detail(usage: dict[str, Any], group: str, name: str) -> int:
+    """A count the upstream broke out (cached prompt tokens, reasoning tokens), 0 when it
+    said nothing of it."""
+    details = usage.get(group)
+    value = details.get(name) if isinstance(details, dict) else None
+    return int(value) if isinstance(value, int | float) else 0
 
 
 def _run_messages(run: Run) -> list[Message]:
@@ -97,8 +151,7 @@ def _run_messages(run: Run) -> list[Message]:
 
 
 def _rows(messages: list[Message]) -> list[dict[str, Any]]:
-    fields = ("id", "seq", "role", "kind", "content", "tool_calls", "tool_call_id", "name")
-    return [{name: getattr(message, name) for name in fields} for message in messages]
+    return [selectors.message_row(message) for message in messages]
 
 
 def response_object(run: Run) -> dict[str, Any]:

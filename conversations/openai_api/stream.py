@@ -13,6 +13,11 @@ again and skipping what it has seen. Parley's events map as follows:
 - `tool_call.created` → `output_item.added` (a `function_call` item),
   `tool_call.arguments.delta` → `function_call_arguments.delta`, `tool_call.completed`
   → `function_call_arguments.done` and `output_item.done`;
+- `reasoning.delta` (a reasoning model's thoughts, before its answer) → a `reasoning`
+  item (`output_item.added`, `content_part.added` of a `reasoning_text` part), each
+  delta → `response.reasoning.delta`; the thoughts close (`reasoning.done`,
+  `content_part.done`, `output_item.done`) when the answer or a call begins or the
+  message completes;
 - `tool_result.completed` (a Parley tool ran) → a `function_call_output` item, added and
   done;
 - the terminal event → `response.completed`, `response.failed` or
@@ -20,8 +25,9 @@ again and skipping what it has seen. Parley's events map as follows:
   as OpenAI's stream has no event of its own for it), with the whole response.
 
 A step retried after a worker died streams its message again from the start: the text
-already sent is not sent twice (only what goes past it). Reasoning and draft events have
-no counterpart and are left out.
+and thoughts already sent are not sent twice (only what goes past them). Draft events
+have no counterpart and are left out: a stream holds only the event types the Open
+Responses specification lists.
 """
 
 import json
@@ -32,6 +38,7 @@ from uuid import UUID
 
 from conversations.engine import eventlog
 from conversations.openai_api.ids import ItemRef, ItemType, item_id
+from conversations.openai_api.objects import output_text, reasoning_item
 from conversations.openai_api.responses_out import response_ending
 
 _TERMINAL_EVENTS = {
@@ -44,12 +51,20 @@ _TERMINAL_EVENTS = {
 
 @dataclass
 class _Text:
+    """The streamed text of an assistant message, or (`thoughts`) of its reasoning item."""
+
     index: int
     item_id: str
+    thoughts: bool = False
     text: str = ""
     # After a retried step's `message.created`: the text streamed again so far.
     replay: str | None = None
     done: bool = False
+
+    def part(self) -> dict[str, Any]:
+        if self.thoughts:
+            return {"type": "reasoning_text", "text": self.text}
+        return output_text(self.text)
 
 
 @dataclass
@@ -82,12 +97,17 @@ class ResponseEvents:
             self.status = "in_progress"
             self._emit("response.in_progress", response=self.snapshot())
         elif kind == eventlog.MESSAGE_CREATED:
-            text = self._texts.get(event["message_id"])
-            if text is not None and not text.done:
-                text.replay = ""
+            for key in (event["message_id"], _thoughts_key(event["message_id"])):
+                text = self._texts.get(key)
+                if text is not None and not text.done:
+                    text.replay = ""
+        elif kind == eventlog.REASONING_DELTA:
+            self._text_delta(event["message_id"], event["delta"], thoughts=True)
         elif kind == eventlog.MESSAGE_DELTA:
+            self._thoughts_close(event["message_id"])
             self._text_delta(event["message_id"], event["delta"])
         elif kind == eventlog.TOOL_CALL_CREATED:
+            self._thoughts_close(event["message_id"])
             self._call_added(event)
         elif kind == eventlog.TOOL_CALL_ARGUMENTS_DELTA:
             call = self._calls.get(event["call_id"])
@@ -102,11 +122,13 @@ class ResponseEvents:
         elif kind == eventlog.TOOL_CALL_COMPLETED:
             call = self._calls.get(event["call_id"])
             if call is not None:
-                self._texts_close(call.item["id"].split("_")[1])
+                self._texts_close(call.item["id"].split("_")[1], thoughts=False)
                 call.item["arguments"] = event["arguments"]
                 self._call_done(call)
         elif kind == eventlog.MESSAGE_COMPLETED:
-            self._texts_close(str(event["message"]["id"]).replace("-", ""))
+            message_hex = str(event["message"]["id"]).replace("-", "")
+            self._texts_close(message_hex, thoughts=True)
+            self._texts_close(message_hex, thoughts=False)
         elif kind == eventlog.TOOL_RESULT_COMPLETED:
             self._result(event)
         elif kind in eventlog.TERMINAL_TYPES:
@@ -122,23 +144,11 @@ class ResponseEvents:
         self._out.append({"type": kind, "sequence_number": self.sequence, **payload})
         self.sequence += 1
 
-    def _text_delta(self, message_id: str, delta: str) -> None:
-        text = self._texts.get(message_id)
+    def _text_delta(self, message_id: str, delta: str, *, thoughts: bool = False) -> None:
+        key = _thoughts_key(message_id) if thoughts else message_id
+        text = self._texts.get(key)
         if text is None:
-            ref = ItemRef(ItemType.MESSAGE, _uuid(message_id))
-            text = self._texts[message_id] = _Text(index=len(self.output), item_id=item_id(ref))
-            item: dict[str, Any] = {"id": text.item_id, "type": "message", "role": "assistant"}
-            item |= {"status": "in_progress", "content": []}
-            self._emit("response.output_item.added", output_index=text.index, item=item)
-            part = {"type": "output_text", "text": "", "annotations": []}
-            self.output.append({**item, "content": [part]})
-            self._emit(
-                "response.content_part.added",
-                item_id=text.item_id,
-                output_index=text.index,
-                content_index=0,
-                part=part,
-            )
+            text = self._texts[key] = self._text_added(message_id, thoughts=thoughts)
         if text.done:
             return
         if text.replay is not None:
@@ -149,30 +159,58 @@ class ResponseEvents:
             delta = text.replay[len(text.text) :]
             text.replay = None
         text.text += delta
-        self.output[text.index]["content"] = [
-            {"type": "output_text", "text": text.text, "annotations": []}
-        ]
+        self.output[text.index]["content"] = [text.part()]
+        common = {"item_id": text.item_id, "output_index": text.index, "content_index": 0}
+        if thoughts:
+            self._emit("response.reasoning.delta", **common, delta=delta)
+        else:
+            self._emit("response.output_text.delta", **common, delta=delta, logprobs=[])
+
+    def _text_added(self, message_id: str, *, thoughts: bool) -> _Text:
+        kind = ItemType.REASONING if thoughts else ItemType.MESSAGE
+        ref = ItemRef(kind, _uuid(message_id))
+        text = _Text(index=len(self.output), item_id=item_id(ref), thoughts=thoughts)
+        item: dict[str, Any]
+        if thoughts:
+            item = {**reasoning_item(ref, ""), "content": []}
+        else:
+            item = {"id": text.item_id, "type": "message", "role": "assistant"}
+            item |= {"status": "in_progress", "content": []}
+        self._emit("response.output_item.added", output_index=text.index, item=item)
+        part = text.part()
+        self.output.append({**item, "content": [part]})
         self._emit(
-            "response.output_text.delta",
+            "response.content_part.added",
             item_id=text.item_id,
             output_index=text.index,
             content_index=0,
-            delta=delta,
-            logprobs=[],
+            part=part,
         )
+        return text
 
-    def _texts_close(self, message_hex: str) -> None:
+    def _thoughts_close(self, message_id: str) -> None:
+        text = self._texts.get(_thoughts_key(message_id))
+        if text is not None and not text.done:
+            self._text_done(text)
+
+    def _texts_close(self, message_hex: str, *, thoughts: bool) -> None:
+        prefix = "rs" if thoughts else "msg"
         for text in self._texts.values():
-            if not text.done and text.item_id == f"msg_{message_hex}":
+            if not text.done and text.item_id == f"{prefix}_{message_hex}":
                 self._text_done(text)
 
     def _text_done(self, text: _Text) -> None:
         text.done = True
-        part = {"type": "output_text", "text": text.text, "annotations": []}
+        part = text.part()
         common = {"item_id": text.item_id, "output_index": text.index, "content_index": 0}
-        self._emit("response.output_text.done", **common, text=text.text, logprobs=[])
+        if text.thoughts:
+            self._emit("response.reasoning.done", **common, text=text.text)
+        else:
+            self._emit("response.output_text.done", **common, text=text.text, logprobs=[])
         self._emit("response.content_part.done", **common, part=part)
-        item = {**self.output[text.index], "status": "completed", "content": [part]}
+        item = {**self.output[text.index], "content": [part]}
+        if not text.thoughts:
+            item["status"] = "completed"
         self.output[text.index] = item
         self._emit("response.output_item.done", output_index=text.index, item=item)
 
@@ -239,6 +277,12 @@ class ResponseEvents:
 
 def _uuid(raw: str) -> UUID:
     return UUID(str(raw))
+
+
+def _thoughts_key(message_id: str) -> str:
+    """Where a message's reasoning is kept among the streamed texts (its text is kept
+    under the message's id)."""
+    return f"{message_id}:thoughts"
 
 
 def openai_events(

@@ -3,7 +3,7 @@
 from django.urls import re_path
 
 from conversations.openai_api.errors import unknown_url
-from conversations.openai_api.views import conversations, files, items, models, responses
+from conversations.openai_api.views import compact, conversations, files, items, models, responses
 
 _CONVERSATION = r"conversations/(?P<conversation_id>[^/]+)"
 _RESPONSE = r"responses/(?P<response_id>[^/]+)"
@@ -15,6 +15,8 @@ urlpatterns = [
     re_path(rf"^{_CONVERSATION}/items/?$", items.ItemsView.as_view()),
     re_path(rf"^{_CONVERSATION}/items/(?P<item_id>[^/]+)/?$", items.ItemView.as_view()),
     re_path(r"^responses/?$", responses.ResponsesView.as_view()),
+    # Before the response's own route, which would take `compact` for an id.
+    re_path(r"^responses/compact/?$", compact.CompactView.as_view()),
     re_path(rf"^{_RESPONSE}/?$", responses.ResponseView.as_view()),
     re_path(rf"^{_RESPONSE}/cancel/?$", responses.ResponseCancelView.as_view()),
     re_path(rf"^{_RESPONSE}/input_items/?$", responses.InputItemsView.as_view()),

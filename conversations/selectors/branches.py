@@ -288,9 +288,13 @@ def _choices(
     }
 
 
-# A message's role, text and tool calls, as the OpenAI-compatible API pages a path: the
-# rest of a message stays out of the read.
-PATH_ROW_FIELDS = ("id", "seq", "role", "kind", "content", "tool_calls", "tool_call_id", "name")
+# A message's role, text, tool calls, reasoning and server payload (an assistant turn's
+# phase, a summary's reach), as the OpenAI-compatible API pages a path: the rest of a
+# message stays out of the read.
+PATH_ROW_FIELDS = (
+    *("id", "seq", "role", "kind", "content", "tool_calls", "tool_call_id", "name"),
+    *("reasoning", "provider_payload"),
+)
 
 
 def path_rows(*, branch: Branch, after: int, last: int) -> list[dict[str, Any]]:

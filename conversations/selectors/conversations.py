@@ -151,8 +151,10 @@ def conversation_model_input(
     conversation: Conversation,
     token_budget: int | None = None,
     branch: Branch | None = None,
+    truncate: bool = True,
 ) -> list[dict[str, Any]]:
-    """What the model is sent for the next turn on a branch (see context.py for the rules)."""
+    """What the model is sent for the next turn on a branch (see context.py for the rules;
+    without `truncate`, context.HistoryTooLong instead of dropping the oldest turns)."""
     budget: int = settings.PARLEY_CONTEXT_TOKENS if token_budget is None else token_budget
     history = history_tail(
         conversation=conversation,
@@ -168,6 +170,7 @@ def conversation_model_input(
         draft=conversation.draft,
         token_budget=budget,
         files_read=files_read,
+        truncate=truncate,
     )
 
 

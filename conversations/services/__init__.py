@@ -16,6 +16,7 @@ from conversations.services.chatgpt_import import (
     conversations_import_chatgpt,
 )
 from conversations.services.common import UNSET
+from conversations.services.compactions import compaction_place
 from conversations.services.conversations import (
     conversation_create,
     conversation_delete,
@@ -93,6 +94,7 @@ __all__ = [
     "audit_search_record",
     "branch_fork",
     "branch_switch",
+    "compaction_place",
     "context_event_add",
     "conversation_create",
     "conversation_create_with_messages",

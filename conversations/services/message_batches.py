@@ -29,6 +29,7 @@ from conversations.selectors.branches import (
 from conversations.services.attachments import attachments_copy
 from conversations.services.branches import branch_fork, branch_switch
 from conversations.services.common import raise_if
+from conversations.services.compactions import compaction_shifted
 from conversations.services.conversations import conversation_create
 from conversations.services.forks import BULK_BATCH, COPIED_FIELDS
 from conversations.services.messages import (
@@ -175,15 +176,25 @@ def conversation_create_with_messages(
 
 
 def _copies(
-    *, conversation: Conversation, branch: Branch, rows: Iterator[dict[str, Any]], shift: int
+    *,
+    conversation: Conversation,
+    branch: Branch,
+    rows: Iterator[dict[str, Any]],
+    shift: int,
+    removed: int | None = None,
 ) -> int:
     """Insert copies of path rows on `branch`, `shift` seqs earlier, with the files of
-    those that had any; how many."""
+    those that had any; how many. `removed`: the seq of the message left out before them."""
     count = 0
     batch: list[Message] = []
     copies: dict[UUID, UUID] = {}
     for row in rows:
         original = row.pop("id", None)
+        if removed is not None and row.get("kind") == Message.Kind.COMPACTION:
+            # The turns it covers moved up with it, or the one it ended on left the path.
+            row["provider_payload"] = compaction_shifted(
+                row.get("provider_payload"), removed_seq=removed
+            )
         copy = Message(
             conversation_id=conversation.pk,
             branch_id=branch.pk,
@@ -244,6 +255,7 @@ def message_replace(
             branch=branch,
             # Without a replacement the rest moves up one seq, into the gap.
             shift=0 if replacement is not None else 1,
+            removed=None if replacement is not None else message.seq,
             rows=(
                 row
                 for part in tail

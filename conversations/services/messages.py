@@ -27,6 +27,7 @@ from conversations.selectors.branches import alternatives_at
 from conversations.serializers import attachment_payload, message_payload
 from conversations.services.attachments import attachment_files_resolve, attachments_store
 from conversations.services.common import raise_if
+from conversations.services.compactions import compaction_place
 from conversations.services.quotas import message_quota_take
 from conversations.services.usage import usage_increments
 from conversations.validation import title_from_message
@@ -120,6 +121,7 @@ def _insert(
     already includes these messages (`branch_advance`)."""
     now = timezone.now()
     start = branch.message_count - len(messages) if counted else branch.message_count
+    messages = compaction_place(owner=locked.owner_id, branch=branch, last=start, messages=messages)
     rows = [
         sql.message_new(
             values={

@@ -113,6 +113,11 @@ class HistoryRow(NamedTuple):
     content: str
     tool_calls: list[dict[str, str]]
     tool_call_id: str
+    # Where it stands on the path, and what it is: a compaction leaves out the messages
+    # it covers (context.compaction_applied), read from its payload, the only one read.
+    seq: int = 0
+    kind: str = Message.Kind.MESSAGE
+    provider_payload: dict[str, Any] | None = None
     # The message's id when files are attached to it (their reading is left to the
     # caller: selectors.model_files), else None.
     with_files: UUID | None = None
@@ -133,6 +138,7 @@ def path_history_read(*, ranges: Sequence[tuple[UUID, int, int]]) -> list[Histor
         cursor.execute(_history_sql(len(ranges)), params)
         rows = cursor.fetchall()
     decode = value_reader(Message, "tool_calls", db)  # JSON, as the ORM decodes it
+    payload = value_reader(Message, "provider_payload", db)
     uuid = value_reader(Message, "id", db)
     return [
         HistoryRow(
@@ -140,9 +146,12 @@ def path_history_read(*, ranges: Sequence[tuple[UUID, int, int]]) -> list[Histor
             content,
             [] if calls == NO_CALLS else decode(calls),
             call_id,
-            uuid(with_files) if with_files is not None else None,
+            seq=seq,
+            kind=kind,
+            provider_payload=payload(compaction) if compaction is not None else None,
+            with_files=uuid(with_files) if with_files is not None else None,
         )
-        for role, content, calls, call_id, with_files in rows
+        for role, content, calls, call_id, seq, kind, compaction, with_files in rows
     ]
 
 
@@ -151,8 +160,15 @@ def _history_sql(segments: int) -> str:
     def name(field: str) -> str:
         return column(Message, field)
 
-    wanted = ", ".join(name(field) for field in ("role", "content", "tool_calls", "tool_call_id"))
+    wanted = ", ".join(
+        name(field) for field in ("role", "content", "tool_calls", "tool_call_id", "seq", "kind")
+    )
     seq = name("seq")
+    # Only a compaction's payload is read: it says which messages the summary covers.
+    compaction = (
+        f"CASE WHEN {name('kind')} = '{Message.Kind.COMPACTION}' "
+        f"THEN {name('provider_payload')} END"
+    )
     one = f"({name('branch')} = %s AND {seq} > %s AND {seq} <= %s)"
     table = connection.ops.quote_name(Message._meta.db_table)
     # An index probe per user message (attachments by message): files are read only for
@@ -164,7 +180,7 @@ def _history_sql(segments: int) -> str:
         f"WHERE {attachments}.{linked} = {table}.{name('id')}) THEN {table}.{name('id')} END"
     )
     return (
-        f"SELECT {wanted}, {with_files} FROM {table} "
+        f"SELECT {wanted}, {compaction}, {with_files} FROM {table} "
         f"WHERE {' OR '.join([one] * segments)} ORDER BY {seq} ASC"
     )
 

@@ -166,6 +166,11 @@ HTTP: dict[tuple[str, str], Exercise] = {
         ),
         invalid=Call("POST", f"{OA}/responses", {"model": "m"}),
     ),
+    ("openai/v1/^responses/compact/?$", "POST"): exercise(
+        Call("POST", f"{OA}/responses/compact", {"model": "m", "input": "Hi"}),
+        Call("POST", f"{OA}/responses/compact", {"model": "m", "previous_response_id": "{resp}"}),
+        invalid=Call("POST", f"{OA}/responses/compact", {"model": "m"}),
+    ),
     (f"{OPENAI_RESPONSE}/?$", "GET"): exercise(Call("GET", f"{OA}/responses/{{resp}}")),
     (f"{OPENAI_RESPONSE}/?$", "DELETE"): exercise(Call("DELETE", f"{OA}/responses/{{resp}}")),
     (f"{OPENAI_RESPONSE}/cancel/?$", "POST"): exercise(

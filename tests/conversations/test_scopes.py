@@ -83,6 +83,7 @@ ENDPOINTS: dict[tuple[str, str], str] = {
     ("GET", f"{OAI}/conversations/conv_x/items/msg_x"): READ,
     ("DELETE", f"{OAI}/conversations/conv_x/items/msg_x"): CHAT,
     ("POST", f"{OAI}/responses"): CHAT,
+    ("POST", f"{OAI}/responses/compact"): CHAT,
     ("GET", f"{OAI}/responses/resp_x"): READ,
     ("DELETE", f"{OAI}/responses/resp_x"): CHAT,
     ("POST", f"{OAI}/responses/resp_x/cancel"): CHAT,

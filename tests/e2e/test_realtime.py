@@ -52,7 +52,8 @@ def open_socket(
 ) -> Iterator[ClientConnection]:
     url = f"{server.ws_url}/ws/conversations/{conversation.pk}/{query}"
     headers = {"Authorization": f"Bearer {key}"}
-    with connect(url, additional_headers=headers, open_timeout=10) as ws:
+    ws = connect(url, additional_headers=headers, open_timeout=10)
+    with ws:
         hello = json.loads(ws.recv(timeout=10))
         assert hello["type"] == "conversation.connected"
         yield ws

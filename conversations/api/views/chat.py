@@ -19,7 +19,6 @@ from conversations.engine import (
     eventlog,
     stateless_chat,
 )
-from conversations.errors import MODEL_CALL_FAILED, ParleyError
 from conversations.limits import model_work
 from conversations.models import Run
 from conversations.serializers import run_payload
@@ -162,11 +161,7 @@ class StatelessChatView(ApiView):
                 tools=data.get("tools"),
             )
         except ProviderError as exc:
-            raise ParleyError(
-                MODEL_CALL_FAILED,
-                f"The model call failed: {exc.message}",
-                {"reason": exc.code},
-            ) from None
+            raise exc.for_client() from None
         body: dict[str, Any] = {
             "reply": result.reply,
             "state": result.state,

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from conversations import validation
 from conversations.engine.llm.provider_fields import fields_bounded
+from conversations.errors import MODEL_CALL_FAILED, ParleyError
 from conversations.validation import storable_json, storable_text
 
 
@@ -145,6 +146,13 @@ class ProviderError(Exception):
         self.code = code
         self.message = message
 
+    def for_client(self) -> ParleyError:
+        """This failure as a door answers a call made while the client waits (stateless
+        chat, a compaction): `model_call_failed`, with the provider's code as the reason."""
+        return ParleyError(
+            MODEL_CALL_FAILED, f"The model call failed: {self.message}", {"reason": self.code}
+        )
+
 
 @dataclass(frozen=True)
 class GenerationSettings:
@@ -162,6 +170,10 @@ class GenerationSettings:
     # "auto", "none", "required" or `{"type": "function", "function": {"name": ...}}`.
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    # Sent only to the models that take it (PARLEY_REASONING_EFFORT_MODELS).
+    reasoning_effort: str | None = None
 
     @classmethod
     def effective(
@@ -190,6 +202,9 @@ class GenerationSettings:
             top_p=overrides.get("top_p"),
             tool_choice=overrides.get("tool_choice"),
             parallel_tool_calls=overrides.get("parallel_tool_calls"),
+            presence_penalty=overrides.get("presence_penalty"),
+            frequency_penalty=overrides.get("frequency_penalty"),
+            reasoning_effort=overrides.get("reasoning_effort"),
         )
 
 
@@ -276,9 +291,13 @@ REASONING_MS_MAX = 2**31 - 1
 
 def usage_added(totals: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any]:
     """`totals` with a model call's token counts added, key by key (only whole numbers:
-    a server's other usage fields are not summable)."""
+    a server's other usage fields are not summable), and so within the breakdowns
+    (`prompt_tokens_details`, `completion_tokens_details`: cached and reasoning tokens)."""
     added = dict(totals or {})
     for key, value in (usage or {}).items():
         if isinstance(value, int) and not isinstance(value, bool):
             added[key] = added.get(key, 0) + value
+        elif isinstance(value, dict) and key.endswith("_details"):
+            before = added.get(key)
+            added[key] = usage_added(before if isinstance(before, dict) else None, value)
     return added

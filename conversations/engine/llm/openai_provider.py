@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import fnmatch
 import logging
 import random
 import re
@@ -212,10 +213,16 @@ def _request_body(
     """
     # Keys in the order of the SDK's own params dict, so even the bytes on the wire match.
     body: dict[str, Any] = {"model": model, "stream": True, "messages": messages}
+    if generation.frequency_penalty is not None:
+        body["frequency_penalty"] = generation.frequency_penalty
     body["max_tokens" if legacy else _LIMIT_PARAMETER] = generation.max_output_tokens
     # The tool settings go only with tools: servers refuse them for a request that has none.
     if tools and generation.parallel_tool_calls is not None:
         body["parallel_tool_calls"] = generation.parallel_tool_calls
+    if generation.presence_penalty is not None:
+        body["presence_penalty"] = generation.presence_penalty
+    if generation.reasoning_effort is not None and takes_reasoning_effort(model):
+        body["reasoning_effort"] = generation.reasoning_effort
     body["stream_options"] = {"include_usage": True}
     if generation.temperature is not None:  # otherwise the model's own default applies
         body["temperature"] = generation.temperature
@@ -226,6 +233,16 @@ def _request_body(
     if generation.top_p is not None:
         body["top_p"] = generation.top_p
     return body
+
+
+def takes_reasoning_effort(model: str) -> bool:
+    """Whether `model` is sent `reasoning_effort` (PARLEY_REASONING_EFFORT_MODELS): other
+    models' servers refuse a parameter they do not know."""
+    name = model.lower()
+    return any(
+        fnmatch.fnmatchcase(name, pattern.lower())
+        for pattern in settings.PARLEY_REASONING_EFFORT_MODELS
+    )
 
 
 async def _post_chat_completion(

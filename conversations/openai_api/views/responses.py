@@ -46,6 +46,8 @@ from conversations.openai_api.responses_out import input_items, response_head, r
 from conversations.openai_api.stream import ResponseEvents, openai_events, sse_frame
 
 KEEP_ALIVE = ": keep-alive\n\n"
+# After the terminal event: the stream is over (as OpenAI's streams end).
+DONE = "data: [DONE]\n\n"
 
 
 def response_for(request: Request, raw_id: str) -> Run:
@@ -95,9 +97,9 @@ def _follow(request: Request, run: Run, *, after: int | None) -> StreamingHttpRe
 class _Frames:
     """OpenAI's SSE frames for what the follower yields: the events translated from the
     whole log (the translator needs all of it), those numbered past `after`, and a
-    keep-alive comment at a silence, or when events with no OpenAI counterpart (a reasoning
-    model's thoughts, events replayed below `after`) left the connection without a sign
-    for as long."""
+    keep-alive comment at a silence, or when events with no OpenAI counterpart (draft
+    edits, events replayed below `after`) left the connection without a sign for as long;
+    `data: [DONE]` once the run's terminal event has passed."""
 
     def __init__(self, *, head: dict[str, Any], after: int | None) -> None:
         self.translator = ResponseEvents(head=head)
@@ -111,6 +113,8 @@ class _Frames:
         if isinstance(item, dict):
             translated = self.translator.feed(item)
             frames = [sse_frame(out) for out in translated if self._past(out)]
+            if item["type"] in eventlog.TERMINAL_TYPES:
+                frames.append(DONE)  # even when the terminal event itself was seen before
         else:
             frames = [KEEP_ALIVE]
         now = time.monotonic()
@@ -172,7 +176,7 @@ class ResponsesView(InputView):
                 )
             out = list(openai_events(response_head(run), events))
             if parsed.stream:
-                return _sse(sse_frame(event) for event in out)
+                return _sse([*(sse_frame(event) for event in out), DONE])
             return Response(out[-1]["response"])
         with files_stored(user=user, read=parsed.input) as messages, parsed.input.named():
             run = response_start(

@@ -29,13 +29,18 @@ def short_keep_alives(settings: Any, redis_url: str) -> None:
     settings.PARLEY_STREAM_KEEPALIVE_SECONDS = INTERVAL
 
 
+# What a real run's end reports once the model has answered.
+USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
 def _silent_run(conversation) -> Run:
     """A run in progress whose log says only that it started; the rest of its reply is
     written after SILENCE, by another thread, as a worker would."""
     run = Run.objects.create(conversation=conversation, status="in_progress", model="m")
     writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
     writer.emit(eventlog.RUN_CREATED, run=run_payload(run))
-    ended = run_payload(run) | {"status": "completed"}
+    writer.emit(eventlog.RUN_IN_PROGRESS, run=run_payload(run))
+    ended = run_payload(run) | {"status": "completed", "usage": USAGE}
     message_id = str(uuid.uuid4())
 
     def reply() -> None:
@@ -58,7 +63,7 @@ def _blocks(body: str) -> list[str]:
 def _events(blocks: list[str]) -> list[dict[str, Any]]:
     events = []
     for block in blocks:
-        if block.startswith(":"):
+        if block.startswith(":") or block == "data: [DONE]":
             continue
         kind, data = block.split("\n")
         event = json.loads(data.removeprefix("data: "))

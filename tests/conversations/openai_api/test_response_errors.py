@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
             "text.format.type",
         ),
         ({"input": "x", "text": {"format": {"type": "json_object"}}}, "text.format.type"),
-        ({"input": "x", "reasoning": {"effort": "low"}}, "reasoning"),
+        ({"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort"),
     ],
 )
 def test_bad_requests_name_their_parameter(client, kwargs, param):

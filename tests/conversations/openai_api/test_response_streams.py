@@ -12,6 +12,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from conversations.models import Run
 from tests.support.fake_openai import Script
+from tests.support.openai_api import sse_events
 from tests.support.sdk_types import assert_sdk_shape
 from tests.support.waiting import wait_until
 
@@ -26,7 +27,7 @@ WEATHER: Any = {
 
 def events_of(client: openai.OpenAI, **kwargs) -> list[dict]:
     with client.responses.with_streaming_response.retrieve(stream=True, **kwargs) as answer:
-        return [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+        return sse_events(answer.iter_lines())
 
 
 def test_a_streamed_response_with_the_sdks_helpers(client, model):
@@ -60,7 +61,7 @@ def test_every_event_has_the_sdks_required_fields_and_replays_identically(client
     with client.responses.with_streaming_response.create(
         model="m", input="1+1?", stream=True
     ) as answer:
-        first = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+        first = sse_events(answer.iter_lines())
     for event in first:
         assert_sdk_shape(ResponseStreamEvent, event)
     assert_sdk_shape(Response, first[-1]["response"])
@@ -133,6 +134,7 @@ def test_the_raw_sse_framing(raw, model):
         body = "".join(answer.iter_text())
     assert time.monotonic() - started < 30
     frames = [frame for frame in body.split("\n\n") if frame]
+    assert frames.pop() == "data: [DONE]"
     for number, frame in enumerate(frames):
         event_line, data_line = frame.split("\n")
         assert event_line.startswith("event: ")

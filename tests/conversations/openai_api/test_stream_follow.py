@@ -3,7 +3,6 @@ key is revoked or the run goes, under WSGI and ASGI alike. The runs' logs are wr
 hand, as a worker writes them; raw httpx reads the stream."""
 
 import asyncio
-import json
 import threading
 import time
 import uuid
@@ -22,7 +21,7 @@ from conversations.engine.eventlog import follow as follow_module
 from conversations.models import Run
 from conversations.serializers import run_payload
 from tests.support.events import message_dict
-from tests.support.openai_api import BASE
+from tests.support.openai_api import BASE, sse_events
 
 INTERVAL = 0.1  # the keep-alive interval for these tests: the caller is checked as often
 
@@ -32,24 +31,30 @@ def short_keep_alives(settings: Any, redis_url: str) -> None:
     settings.PARLEY_STREAM_KEEPALIVE_SECONDS = INTERVAL
 
 
+# What the stream of a run that has only started says.
+STARTED = ["response.created", "response.in_progress"]
+
+
 def live_run(conversation) -> Run:
     """A run in progress whose log says only that it started."""
     run = Run.objects.create(conversation=conversation, status="in_progress", model="m")
-    eventlog.EventWriter.open(str(run.pk), coalesce_ms=0).emit(
-        eventlog.RUN_CREATED, run=run_payload(run)
-    )
+    writer = eventlog.EventWriter.open(str(run.pk), coalesce_ms=0)
+    writer.emit(eventlog.RUN_CREATED, run=run_payload(run))
+    writer.emit(eventlog.RUN_IN_PROGRESS, run=run_payload(run))
     return run
 
 
 def reply_write(run: Run, text: str) -> None:
-    """The rest of the run's log, from where it stands (sequence 1)."""
-    writer = eventlog.EventWriter(str(run.pk), next_sequence=1, coalesce_ms=0)
+    """The rest of the run's log, from where it stands (sequence 2)."""
+    writer = eventlog.EventWriter(str(run.pk), next_sequence=2, coalesce_ms=0)
     message_id = str(uuid.uuid4())
     writer.emit(eventlog.MESSAGE_CREATED, message_id=message_id, role="assistant", attempt=1)
     writer.message_delta(message_id, text)
     message = message_dict(message_id, text)
     writer.emit(eventlog.MESSAGE_COMPLETED, message=message)
-    writer.emit(eventlog.RUN_COMPLETED, run=run_payload(run) | {"status": "completed"})
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    ended = run_payload(run) | {"status": "completed", "usage": usage}
+    writer.emit(eventlog.RUN_COMPLETED, run=ended)
 
 
 def later(seconds: float, action: Callable[[], None]) -> None:
@@ -61,11 +66,7 @@ def later(seconds: float, action: Callable[[], None]) -> None:
 
 
 def events_in(body: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(line.removeprefix("data: "))
-        for line in body.split("\n")
-        if line.startswith("data: ")
-    ]
+    return sse_events(body.split("\n"))
 
 
 def key_and_client(wsgi_app: Any, owner: Any) -> tuple[Any, httpx.Client]:
@@ -96,7 +97,7 @@ def test_revoking_the_key_ends_the_stream_under_wsgi(wsgi_app, owner, conversati
 
     body = read_after_first_event(http, run, lambda: account_services.api_key_revoke(api_key=key))
 
-    assert [event["type"] for event in events_in(body)] == ["response.created"]
+    assert [event["type"] for event in events_in(body)] == STARTED
     refused = http.get(f"/responses/resp_{run.pk.hex}", params={"stream": "true"})
     assert refused.status_code == 401
 
@@ -108,7 +109,7 @@ def test_a_run_deleted_behind_the_services_back_ends_the_stream(wsgi_app, owner,
 
     body = read_after_first_event(http, run, lambda: Run.objects.filter(pk=run.pk).delete())
 
-    assert [event["type"] for event in events_in(body)] == ["response.created"]
+    assert [event["type"] for event in events_in(body)] == STARTED
 
 
 def test_a_redis_restart_mid_stream_is_ridden_out_under_wsgi(
@@ -156,7 +157,7 @@ async def test_revoking_the_key_ends_the_stream_under_asgi(conversation, owner):
     try:
         body = await asgi_stream(run, secret, limit=5)
         await revoking
-        assert [event["type"] for event in events_in(body)] == ["response.created"]
+        assert [event["type"] for event in events_in(body)] == STARTED
         assert ": keep-alive" in body  # it was live, and kept alive, until then
     finally:
         await sync_to_async(connections.close_all)()
@@ -211,7 +212,7 @@ def test_the_keys_end_ends_the_stream_at_once_under_wsgi(
     body = read_after_first_event(http, run, end_the_key)
 
     assert time.monotonic() - ended_at[0] < PROMPTLY
-    assert [event["type"] for event in events_in(body)] == ["response.created"]
+    assert [event["type"] for event in events_in(body)] == STARTED
 
 
 @pytest.mark.django_db(transaction=True)
@@ -251,6 +252,6 @@ async def test_revoking_the_key_ends_the_stream_at_once_under_asgi(conversation,
         body = await asgi_stream(run, secret, limit=0.5 + PROMPTLY)
         await revoking
         assert time.monotonic() - revoked_at[0] < PROMPTLY
-        assert [event["type"] for event in events_in(body)] == ["response.created"]
+        assert [event["type"] for event in events_in(body)] == STARTED
     finally:
         await sync_to_async(connections.close_all)()

@@ -1,7 +1,8 @@
 """The translator of a run's event log into OpenAI's Responses stream events, on its own:
 hand-built logs, no database, no Redis, no upstream. Each case pins the exact event
 sequence, checks the numbering is gapless from 0, that `starting_after=N` gives exactly
-the tail past N, and that every event validates as the SDK's own pydantic event type."""
+the tail past N, and that every event validates against the Open Responses schema and
+(where the SDK has the type) as the SDK's own pydantic event type."""
 
 import uuid
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from conversations.engine import eventlog
 from conversations.models import Run
 from conversations.openai_api.responses_out import response_head
 from conversations.openai_api.stream import openai_events, sse_frame
+from tests.support import open_responses
 from tests.support.sdk_types import assert_sdk_shape
 
 RUN = uuid.UUID("00000000-0000-4000-8000-000000000001")
@@ -23,6 +25,9 @@ M2 = "22222222-2222-4222-8222-222222222222"
 TOOL = "33333333-3333-4333-8333-333333333333"
 USAGE = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
 EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(ResponseStreamEvent)
+# The specification's names for a reasoning item's text events; OpenAI's SDK knows them as
+# `response.reasoning_text.*` and passes events it does not know through as they are.
+SPEC_ONLY = {"response.reasoning.delta", "response.reasoning.done"}
 
 
 def _hex(message_id: str) -> str:
@@ -97,6 +102,9 @@ def _translate(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = list(openai_events(_head(), log))
     assert [event["sequence_number"] for event in out] == list(range(len(out)))
     for event in out:
+        open_responses.event_check(event)
+        if event["type"] in SPEC_ONLY:
+            continue
         assert_sdk_shape(ResponseStreamEvent, event)
         assert EVENTS.validate_python(event).type == event["type"]
     # Resuming after any point gives exactly the rest, from a fresh translation.
@@ -104,6 +112,7 @@ def _translate(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
         assert list(openai_events(_head(), log, after=n)) == out[n + 1 :]
     final = out[-1]["response"]
     assert_sdk_shape(Response, final)
+    open_responses.response_check(final)
     return out
 
 
@@ -114,7 +123,7 @@ def _shape(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         kind = event["type"].removeprefix("response.")
         what = event.get("delta", event.get("text", event.get("arguments")))
         if "item" in event:
-            what = (event["item"]["type"], event["item"]["id"], event["item"]["status"])
+            what = (event["item"]["type"], event["item"]["id"], event["item"].get("status"))
         if "response" in event:
             what = event["response"]["status"]
         shaped.append((kind, event.get("output_index"), what))
@@ -295,11 +304,14 @@ def test_a_retried_step_restarts_its_message_without_sending_text_twice():
     assert out[-1]["response"]["output"][0]["content"][0]["text"] == "Hello, world!"
 
 
+def _thought(message_id: str, text: str) -> tuple[str, dict[str, Any]]:
+    return eventlog.REASONING_DELTA, {"message_id": message_id, "delta": text}
+
+
 def test_events_without_a_counterpart_are_left_out():
     out = _translate(
         _start(
             _created(M1),
-            (eventlog.REASONING_DELTA, {"message_id": M1, "delta": "thinking"}),
             (eventlog.DRAFT_UPDATED, {"draft": "x"}),
             _delta(M1, "Hi"),
             _message_done(M1, "Hi"),
@@ -307,7 +319,85 @@ def test_events_without_a_counterpart_are_left_out():
         )
     )
     assert len(out) == 9
-    assert "thinking" not in str(out)
+    assert "draft" not in str(out)
+
+
+def test_thoughts_stream_as_a_reasoning_item_before_the_answer():
+    out = _translate(
+        _start(
+            _created(M1),
+            _thought(M1, "Think"),
+            _thought(M1, "ing."),
+            _delta(M1, "Hi"),
+            _message_done(M1, "Hi"),
+            _end("completed"),
+        )
+    )
+    rs, msg = f"rs_{_hex(M1)}", f"msg_{_hex(M1)}"
+    assert _shape(out) == [
+        ("created", None, "queued"),
+        ("in_progress", None, "in_progress"),
+        ("output_item.added", 0, ("reasoning", rs, None)),
+        ("content_part.added", 0, None),
+        ("reasoning.delta", 0, "Think"),
+        ("reasoning.delta", 0, "ing."),
+        ("reasoning.done", 0, "Thinking."),
+        ("content_part.done", 0, None),
+        ("output_item.done", 0, ("reasoning", rs, None)),
+        ("output_item.added", 1, ("message", msg, "in_progress")),
+        ("content_part.added", 1, None),
+        ("output_text.delta", 1, "Hi"),
+        ("output_text.done", 1, "Hi"),
+        ("content_part.done", 1, None),
+        ("output_item.done", 1, ("message", msg, "completed")),
+        ("completed", None, "completed"),
+    ]
+    reasoning, message = out[-1]["response"]["output"]
+    assert reasoning == {
+        "id": rs,
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "Thinking."}],
+    }
+    assert message["content"][0]["text"] == "Hi"
+
+
+def test_thoughts_then_a_tool_call_close_before_the_call():
+    out = _translate(
+        _start(
+            _created(M1),
+            _thought(M1, "I need the weather."),
+            *_call(M1, "call_1", "get_weather", "{}"),
+            _message_done(M1, ""),
+            _end("completed"),
+        )
+    )
+    kinds = [(e["type"], e.get("item", {}).get("type")) for e in out]
+    assert kinds.index(("response.reasoning.done", None)) < kinds.index(
+        ("response.output_item.added", "function_call")
+    )
+    assert [item["type"] for item in out[-1]["response"]["output"]] == [
+        "reasoning",
+        "function_call",
+    ]
+
+
+def test_a_retried_step_does_not_send_thoughts_twice():
+    out = _translate(
+        _start(
+            _created(M1),
+            _thought(M1, "Hmm, "),
+            _created(M1),
+            _thought(M1, "Hmm, "),
+            _thought(M1, "yes."),
+            _delta(M1, "Yes."),
+            _message_done(M1, "Yes."),
+            _end("completed"),
+        )
+    )
+    deltas = [e["delta"] for e in out if e["type"] == "response.reasoning.delta"]
+    assert deltas == ["Hmm, ", "yes."]
+    assert out[-1]["response"]["output"][0]["content"][0]["text"] == "Hmm, yes."
 
 
 def test_the_sse_frame_is_openais():

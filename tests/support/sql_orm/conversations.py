@@ -109,9 +109,20 @@ def run_leases_renew(
 def path_history_read(*, branch: Branch, after: int, last: int) -> list[HistoryRow]:
     """The ranges `path_history` gives the statement, as the path's queryset."""
     rows = path_messages(branch, after=after, last=last).values_list(
-        "role", "content", "tool_calls", "tool_call_id"
+        "role", "content", "tool_calls", "tool_call_id", "seq", "kind", "provider_payload"
     )
-    return [HistoryRow(*row) for row in rows]
+    return [
+        HistoryRow(
+            role,
+            content,
+            calls,
+            call_id,
+            seq=seq,
+            kind=kind,
+            provider_payload=payload if kind == Message.Kind.COMPACTION else None,
+        )
+        for role, content, calls, call_id, seq, kind, payload in rows
+    ]
 
 
 def message_search_vector() -> SearchVector:

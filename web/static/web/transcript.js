@@ -115,6 +115,17 @@ export class Transcript {
     } else if (message.kind === "event") {
       element.querySelector(".role").textContent = "Context";
       content.textContent = message.content;
+    } else if (message.kind === "compaction") {
+      // The model reads this summary instead of the turns before it; they stay shown.
+      element.querySelector(".role").textContent = "Summary";
+      const details = document.createElement("details");
+      const summary = document.createElement("summary");
+      summary.textContent = "Earlier turns summarised for the model";
+      const text = document.createElement("div");
+      text.className = "compaction-text";
+      text.textContent = message.content;
+      details.append(summary, text);
+      content.replaceChildren(details);
     } else {
       content.textContent = message.content;
     }

@@ -73,6 +73,11 @@ def _typed_params(
         generation.tool_choice,
         generation.parallel_tool_calls,
     )
+    presence, frequency, effort = (
+        generation.presence_penalty,
+        generation.frequency_penalty,
+        generation.reasoning_effort,
+    )
     return {
         "model": MODEL,
         "messages": messages,
@@ -81,6 +86,9 @@ def _typed_params(
         "max_tokens": limit if legacy else openai.omit,
         "temperature": openai.omit if temperature is None else temperature,
         "top_p": openai.omit if top_p is None else top_p,
+        "presence_penalty": openai.omit if presence is None else presence,
+        "frequency_penalty": openai.omit if frequency is None else frequency,
+        "reasoning_effort": openai.omit if effort is None else effort,
         "tool_choice": openai.omit if choice is None or not tools else choice,
         "parallel_tool_calls": openai.omit if parallel is None or not tools else parallel,
         "stream": True,
@@ -150,6 +158,17 @@ def _forget_older_servers() -> Iterator[None]:
             ),
             True,
         ),
+        # A response's penalties and reasoning effort (the model takes the effort here).
+        (
+            GenerationSettings(
+                max_output_tokens=512,
+                presence_penalty=0.5,
+                frequency_penalty=-1.25,
+                reasoning_effort="high",
+                tool_choice="auto",
+            ),
+            True,
+        ),
         # Without tools the tool settings are left out, top_p still goes.
         (
             GenerationSettings(
@@ -160,8 +179,9 @@ def _forget_older_servers() -> Iterator[None]:
     ],
 )
 def test_the_body_is_the_one_the_typed_path_sent(
-    fake_openai: FakeOpenAI, generation: GenerationSettings, with_tools: bool
+    fake_openai: FakeOpenAI, generation: GenerationSettings, with_tools: bool, settings: Any
 ) -> None:
+    settings.PARLEY_REASONING_EFFORT_MODELS = ["GPT-T*"]  # matched whatever the case
     messages = _messages()
     tools = tool_definitions(tool_default_names()) if with_tools else []
     assert any("tool_calls" in message for message in messages)  # the case that matters
@@ -178,6 +198,9 @@ def test_the_body_is_the_one_the_typed_path_sent(
     assert ("tools" in new.body) is with_tools
     assert ("temperature" in new.body) is (generation.temperature is not None)
     assert new.body.get("top_p") == generation.top_p
+    assert new.body.get("presence_penalty") == generation.presence_penalty
+    assert new.body.get("frequency_penalty") == generation.frequency_penalty
+    assert new.body.get("reasoning_effort") == generation.reasoning_effort
     if with_tools:
         assert new.body.get("tool_choice") == generation.tool_choice
         assert new.body.get("parallel_tool_calls") == generation.parallel_tool_calls
@@ -186,6 +209,22 @@ def test_the_body_is_the_one_the_typed_path_sent(
         assert "parallel_tool_calls" not in new.body
     assert new.headers == old.headers  # auth, user agent, X-Stainless-*, content length
     assert new.headers["authorization"] == "Bearer sk-test"
+
+
+@pytest.mark.parametrize(
+    ("patterns", "sent"),
+    [([], False), (["o3*", "gpt-5*"], False), (["o3*", "gpt-*"], True), (["*"], True)],
+)
+def test_the_reasoning_effort_goes_only_to_the_models_that_take_it(
+    fake_openai: FakeOpenAI, settings: Any, patterns: list[str], sent: bool
+) -> None:
+    settings.PARLEY_REASONING_EFFORT_MODELS = patterns
+    provider = OpenAIProvider(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
+    generation = GenerationSettings(max_output_tokens=64, reasoning_effort="low")
+
+    (request,) = _provider_requests(provider, fake_openai, _messages(), [], generation)
+
+    assert request.body.get("reasoning_effort") == ("low" if sent else None)
 
 
 def test_the_legacy_limit_body_is_the_one_the_typed_path_sent(fake_openai: FakeOpenAI) -> None:
