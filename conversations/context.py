@@ -280,6 +280,21 @@ def compaction_applied(history: Sequence[StoredMessage]) -> list[StoredMessage]:
     return out
 
 
+def _starts_unread(history: Sequence[StoredMessage]) -> bool:
+    """Whether messages before the first one of `history` were left unread: its first
+    stored message is not its path's first, and no compaction in it covers the gap."""
+    seqs = [seq for m in history if isinstance(seq := getattr(m, "seq", None), int)]
+    if not seqs or min(seqs) <= 1:
+        return False
+    covered = 0
+    for message in history:
+        if getattr(message, "kind", "") == COMPACTION:
+            payload = getattr(message, "provider_payload", None) or {}
+            reach = payload.get("covers_seq") if isinstance(payload, dict) else None
+            covered = reach if isinstance(reach, int) else 0
+    return covered < min(seqs) - 1
+
+
 # Reads files (FileInput.read false) for the model: the read files by key.
 FilesRead = Callable[[Sequence[FileInput]], Mapping[str, FileInput]]
 
@@ -311,10 +326,14 @@ def build_model_input(
 
     Keeps the newest units that fit in `token_budget` minus the preamble and trailing
     context; the newest unit is always kept, so the latest user message is never dropped.
-    Without `truncate`, HistoryTooLong instead of dropping any unit.
+    Without `truncate`, HistoryTooLong instead of dropping any unit, or when the history
+    read starts past the path's first message (the read's cap on messages left older
+    ones out) and no compaction covers those.
     Files not read yet are counted at the most they can cost, and only those of the
     messages kept are read, with one call of `files_read`.
     """
+    if not truncate and _starts_unread(history):
+        raise HistoryTooLong(token_budget)
     history = compaction_applied(history)
     head = [system_message(system_prompt)] if system_prompt else []
     tail = [system_message(current_draft_context(draft))] if draft else []

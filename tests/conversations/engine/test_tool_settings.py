@@ -13,6 +13,7 @@ from conversations.engine import eventlog
 from conversations.engine.responses import ResponseAsk, response_unstored
 from conversations.models import Message, Run
 from conversations.services import NewMessage
+from conversations.sql import HistoryRow
 from tests.support.fake_openai import FakeOpenAI, Script
 from tests.support.steps import run_to_end
 
@@ -206,3 +207,54 @@ def test_building_the_input_without_truncation_refuses_to_drop_a_turn():
         system_prompt="", history=history[:1], draft="", token_budget=60, truncate=False
     )
     assert [m["content"] for m in alone] == [LONG]
+
+
+def test_a_history_longer_than_the_read_may_not_be_cut_either(
+    owner, redis_url, enqueued, upstream: FakeOpenAI, settings
+):
+    # Short turns that fit the token budget, but more than the history read takes.
+    settings.PARLEY_CONTEXT_MAX_MESSAGES = 2
+
+    run, _ = respond("stored", owner, enqueued, {"truncation": "disabled"}, "1.", "2.", "3.")
+
+    assert run.status == "failed"
+    assert run.error is not None
+    assert run.error["code"] == "context_length_exceeded"
+    assert upstream.requests == []
+
+
+def _row(seq: int, content: str, **fields: Any) -> HistoryRow:
+    return HistoryRow("user", content, [], "", seq=seq, **fields)
+
+
+def test_messages_left_unread_count_unless_a_compaction_covers_them():
+    tail = [_row(5, "Five."), _row(6, "Six.")]
+    with pytest.raises(context.HistoryTooLong):
+        context.build_model_input(
+            system_prompt="", history=tail, draft="", token_budget=10_000, truncate=False
+        )
+    summary = _row(
+        4,
+        "What came before.",
+        kind=context.COMPACTION,
+        provider_payload={"covers_seq": 3},
+    )
+    covered = [summary._replace(role="system"), *tail]
+    sent = context.build_model_input(
+        system_prompt="", history=covered, draft="", token_budget=10_000, truncate=False
+    )
+    assert [m["content"] for m in sent] == [
+        f"{context.SUMMARY_HEAD}\nWhat came before.",
+        "Five.",
+        "Six.",
+    ]
+    # From the path's first message on, nothing was left unread.
+    whole = [_row(1, "One."), _row(2, "Two.")]
+    assert (
+        len(
+            context.build_model_input(
+                system_prompt="", history=whole, draft="", token_budget=10_000, truncate=False
+            )
+        )
+        == 2
+    )
