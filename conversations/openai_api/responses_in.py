@@ -76,10 +76,33 @@ class ResponseRequest:
     store: bool
 
 
-def _input(value: Any) -> InputMessages:
+def input_read(value: Any) -> InputMessages:
+    """`input`: a string (one user message) or up to MAX_INPUT_ITEMS items."""
     if isinstance(value, str):
         value = [{"role": "user", "content": value}]
     return new_messages(value, param="input", at_least=1, most=MAX_INPUT_ITEMS)
+
+
+def model_read(body: dict[str, Any]) -> str:
+    """`model`, required on every request that calls one, as OpenAI's API requires it."""
+    model = string(body, "model")
+    if not model:
+        raise invalid(
+            "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+        )
+    problems = validation.text_problems(model, path="model", max_chars=MODEL_MAX)
+    if problems:
+        raise invalid(f"Invalid 'model': {problems[0].message}.", param="model")
+    return model
+
+
+def instructions_read(body: dict[str, Any]) -> str:
+    """`instructions`: sent first, never stored, held to a system prompt's rules."""
+    instructions = string(body, "instructions") or ""
+    problems = validation.system_prompt_problems(instructions, path="instructions")
+    if problems:
+        raise invalid(f"Invalid 'instructions': {problems[0].message}.", param="instructions")
+    return instructions
 
 
 def _tools(value: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -230,23 +253,13 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> tuple[Any, Any, lis
 
 
 def response_request(body: dict[str, Any]) -> ResponseRequest:
-    model = string(body, "model")
-    if not model:
-        raise invalid(
-            "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
-        )
-    problems = validation.text_problems(model, path="model", max_chars=MODEL_MAX)
-    if problems:
-        raise invalid(f"Invalid 'model': {problems[0].message}.", param="model")
+    model = model_read(body)
     if "input" not in body:
         raise invalid(
             "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
         )
-    read = _input(body["input"])
-    instructions = string(body, "instructions") or ""
-    problems = validation.system_prompt_problems(instructions, path="instructions")
-    if problems:
-        raise invalid(f"Invalid 'instructions': {problems[0].message}.", param="instructions")
+    read = input_read(body["input"])
+    instructions = instructions_read(body)
     conversation = body.get("conversation")
     if isinstance(conversation, dict):
         conversation = conversation.get("id")

@@ -14,18 +14,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import User
-from conversations import validation
 from conversations.engine import Compacted, ProviderError, context_compact
 from conversations.limits import model_work
 from conversations.openai_api import ids
 from conversations.openai_api.base import InputView, body_object, body_rest_check
 from conversations.openai_api.compaction_items import compaction_token
-from conversations.openai_api.errors import invalid, wrong_type
+from conversations.openai_api.errors import invalid
 from conversations.openai_api.file_parts import inline_chars
 from conversations.openai_api.files_in import files_read
-from conversations.openai_api.items_in import InputMessages, new_messages
+from conversations.openai_api.items_in import InputMessages
 from conversations.openai_api.objects import COMPLETED
-from conversations.openai_api.responses_in import MAX_INPUT_ITEMS, MODEL_MAX
+from conversations.openai_api.response_params import string
+from conversations.openai_api.responses_in import input_read, instructions_read, model_read
 from conversations.openai_api.responses_out import usage_object
 from conversations.openai_api.views.responses import response_for
 
@@ -36,24 +36,8 @@ ID_MAX = 100
 _NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0}
 
 
-def _text(body: dict[str, Any], name: str, *, max_chars: int) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise wrong_type(name, "a string", value)
-    problems = validation.text_problems(value, path=name, max_chars=max_chars)
-    if problems:
-        raise invalid(f"Invalid '{name}': {problems[0].message}.", param=name)
-    return value
-
-
 def _input(value: Any) -> InputMessages:
-    if value is None:
-        return InputMessages()
-    if isinstance(value, str):
-        value = [{"role": "user", "content": value}]
-    return new_messages(value, param="input", at_least=1, most=MAX_INPUT_ITEMS)
+    return InputMessages() if value is None else input_read(value)
 
 
 class CompactView(InputView):
@@ -61,29 +45,18 @@ class CompactView(InputView):
     def post(self, request: Request) -> Response:
         body = body_object(request, allowed=ALLOWED)
         body_rest_check(request, inline_chars=inline_chars(body.get("input")))
-        model = _text(body, "model", max_chars=MODEL_MAX)
-        if not model:
-            raise invalid(
-                "Missing required parameter: 'model'.",
-                param="model",
-                code="missing_required_parameter",
-            )
+        model = model_read(body)
         read = _input(body.get("input"))
-        previous_id = _text(body, "previous_response_id", max_chars=ID_MAX)
+        previous_id = string(body, "previous_response_id", most=ID_MAX)
         if not read.messages and not previous_id:
             raise invalid(
                 "Give 'input', 'previous_response_id' or both: there is nothing to compact.",
                 param="input",
                 code="missing_required_parameter",
             )
-        instructions = body.get("instructions") or ""
-        if not isinstance(instructions, str):
-            raise wrong_type("instructions", "a string", instructions)
-        problems = validation.system_prompt_problems(instructions, path="instructions")
-        if problems:
-            raise invalid(f"Invalid 'instructions': {problems[0].message}.", param="instructions")
+        instructions = instructions_read(body)
         # Accepted for the client's sake: the call goes upstream as a chat completion.
-        _text(body, "prompt_cache_key", max_chars=PROMPT_CACHE_KEY_MAX)
+        string(body, "prompt_cache_key", most=PROMPT_CACHE_KEY_MAX)
         previous = response_for(request, previous_id) if previous_id else None
         user = cast(User, request.user)
         # The files go to the model as a `store: false` response's would.
