@@ -17,6 +17,9 @@
   comes before it, in the same request or on the conversation's path, and has no answer
   yet: the rule an import keeps (tool_pairing.py), checked by the domain when the items
   are stored and named back by the item's parameter (`input[3].call_id`).
+- `compaction` `{encrypted_content}`: a summary `POST /responses/compact` made for this
+  user, stored as a system message the model reads in place of the turns it covers
+  (compaction_items.py).
 
 Ids and statuses clients send back from listed items are ignored (Parley assigns
 both); any other unknown field is refused by name, as OpenAI's API does.

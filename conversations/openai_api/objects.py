@@ -142,7 +142,9 @@ def message_items(row: Mapping[str, Any]) -> list[Item]:
         body = {
             "id": item_id(ref),
             "type": "message",
-            "role": "developer" if payload.get("role") == "developer" else role,
+            "role": "developer"
+            if role == Message.Role.SYSTEM and payload.get("role") == "developer"
+            else role,
             "status": COMPLETED,
             "content": [*text, *map(_file_part, files)],
         }

@@ -83,10 +83,12 @@ def _parallel_tool_calls(generation: dict[str, Any]) -> bool:
 
 
 def _conversation_temperature(run: Run) -> float | None:
-    """The temperature the run's conversation sets, else the server's default. The
-    conversation is read only when the run came with it (views load it with the run; a
-    run kept nowhere carries an unsaved one)."""
-    conversation = run._state.fields_cache.get("conversation")
+    """The temperature the run's conversation sets, else the server's default. A stored
+    run's conversation is read when the run came without it; a run kept nowhere carries
+    an unsaved one, and a run built in memory has none to read."""
+    loaded = Run._meta.get_field("conversation").is_cached(run)
+    stored = not run._state.adding and run.conversation_id is not None
+    conversation = run.conversation if loaded or stored else None
     own = conversation.temperature if conversation is not None else None
     default: float | None = settings.PARLEY_DEFAULT_TEMPERATURE
     return own if own is not None else default
@@ -143,7 +145,9 @@ def _detail(usage: dict[str, Any], group: str, name: str) -> int:
     said nothing of it."""
     details = usage.get(group)
     value = details.get(name) if isinstance(details, dict) else None
-    return int(value) if isinstance(value, int | float) else 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
 
 
 def _run_messages(run: Run) -> list[Message]:

@@ -145,7 +145,9 @@ def _wait(run: Run) -> dict[str, Any]:
     _release_connections()
     for _item in eventlog.run_follow_sync(run.pk, timeout=settings.PARLEY_CHAT_WAIT_SECONDS):
         pass  # the follower ends after the run's terminal event
-    return response_object(Run.objects.select_related("trigger_message").get(pk=run.pk))
+    return response_object(
+        Run.objects.select_related("trigger_message", "conversation").get(pk=run.pk)
+    )
 
 
 class ResponsesView(InputView):

@@ -157,3 +157,19 @@ def test_thoughts_with_no_turn_after_them_are_kept(client, owner):
     first, second = Message.objects.filter(conversation__owner=owner).order_by("seq")
     assert (first.role, first.content, first.reasoning) == ("assistant", "", "Alone.")
     assert second.content == "Next."
+
+
+def test_an_unsaid_temperature_echoes_the_one_the_model_used(client, model, owner, settings):
+    settings.PARLEY_DEFAULT_TEMPERATURE = 0.7
+    model.push(Script(text="One."), Script(text="Two."))
+    first = client.responses.create(model="m", input="Hi")
+    assert (first.temperature, first.top_p) == (0.7, 1.0)
+    assert model.requests[-1].body["temperature"] == 0.7
+    # A conversation's own temperature wins over the server's, in the echo as upstream.
+    conversation = Conversation.objects.get(owner=owner)
+    conversation.temperature = 0.2
+    conversation.save(update_fields=["temperature"])
+    second = client.responses.create(model="m", input="Again", previous_response_id=first.id)
+    assert second.temperature == 0.2
+    assert model.requests[-1].body["temperature"] == 0.2
+    assert client.responses.retrieve(second.id).temperature == 0.2
