@@ -4,7 +4,8 @@ handler makes the model work (declared with `@model_work`) spend `MODEL_WORK` to
 DRF throttle (conversations/throttles.py), the run-events stream and the websocket's
 frame dispatch all call `budgets_take`, so one user's use of every door draws on the
 same counters. The daily message quota is the other limit on model work; it is taken
-where turns are stored (services/quotas.py).
+where turns are stored (services/quotas.py). Reads of a shared link spend `SHARE_VIEWS`
+per client address, from the page and the API alike.
 
 Each budget counts the requests of the last period in buckets of a tenth of it, kept as
 counters in the shared cache (the oldest bucket, which the period's start falls in,
@@ -65,6 +66,11 @@ REQUESTS = Budget(scope="user", setting="PARLEY_API_THROTTLE_RATE")
 MODEL_WORK = Budget(scope="model", setting="PARLEY_API_MODEL_THROTTLE_RATE")
 
 
+# Reads of a shared link, per client address (signed in or not): a link passed around
+# cannot be scraped at speed.
+SHARE_VIEWS = Budget(scope="share", setting="PARLEY_SHARE_VIEW_THROTTLE_RATE")
+
+
 def model_work(handler: F) -> F:
     """Declare that `handler` (a view's method handler or a websocket frame's) makes the
     model work: it spends the MODEL_WORK budget as well."""
@@ -79,10 +85,16 @@ def makes_model_work(handler: Any) -> bool:
 def budgets_take(*, ident: int | str, model_work: bool = False) -> None:
     """Spend one request of `ident`'s budgets (MODEL_WORK too for model work), or raise
     Throttled with the seconds until one is free, spending nothing."""
+    budget_take(*((REQUESTS, MODEL_WORK) if model_work else (REQUESTS,)), ident=ident)
+
+
+def budget_take(*budgets: Budget, ident: int | str) -> None:
+    """Spend one request of each of `budgets` for `ident`, or raise Throttled with the
+    seconds until one is free, spending nothing."""
     now = time.time()
     windows = [
         _Window.at(budget.scope, str(ident), rate, now)
-        for budget in ((REQUESTS, MODEL_WORK) if model_work else (REQUESTS,))
+        for budget in budgets
         if (rate := budget.rate()) is not None
     ]
     found = cache.get_many([key for window in windows for key in window.earlier])

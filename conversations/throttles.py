@@ -30,3 +30,21 @@ class RequestBudgets(BaseThrottle):
 
     def wait(self) -> float | None:
         return self.refused.wait if self.refused is not None else None
+
+
+class ShareViews(BaseThrottle):
+    """Reads of a shared link, per client address: `limits.SHARE_VIEWS`, on top of the
+    request budgets."""
+
+    refused: Throttled | None = None
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        try:
+            limits.budget_take(limits.SHARE_VIEWS, ident=self.get_ident(request))
+        except Throttled as refused:
+            self.refused = refused
+            return False
+        return True
+
+    def wait(self) -> float | None:
+        return self.refused.wait if self.refused is not None else None

@@ -3,7 +3,7 @@ from django.urls import path, reverse_lazy
 
 from web.forms import GuardedPasswordChangeForm, LoginForm
 from web.security import strict_csp
-from web.views import accounts, chat
+from web.views import accounts, chat, shared
 
 app_name = "web"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("", chat.home, name="home"),
     path("chat/", chat.chat, name="chat"),
     path("chat/<uuid:conversation_id>/", chat.chat, name="conversation"),
+    path("s/<str:token>/", shared.shared, name="shared"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path(
         "accounts/password/",

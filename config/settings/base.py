@@ -276,6 +276,8 @@ SPECTACULAR_SETTINGS = {
 PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
 # Requests and frames that make the model work have their own budget besides.
 PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
+# Reads of shared links per client address, page and API alike.
+PARLEY_SHARE_VIEW_THROTTLE_RATE = env_str("PARLEY_SHARE_VIEW_THROTTLE_RATE", "60/minute")
 # Stateless chat: how long a state stays usable, and how much history it may carry.
 PARLEY_STATELESS_STATE_MAX_AGE_SECONDS = env_int(
     "PARLEY_STATELESS_STATE_MAX_AGE_SECONDS", 30 * 24 * 3600

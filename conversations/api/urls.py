@@ -12,6 +12,7 @@ from conversations.api.views import (
     imports,
     runs,
     search,
+    shares,
     tool_servers,
     tools,
 )
@@ -70,6 +71,19 @@ urlpatterns = [
         "conversations/<str:conversation_id>/export/",
         exports.ExportView.as_view(),
         name="conversation-export",
+    ),
+    path(
+        "conversations/<str:conversation_id>/shares/",
+        shares.ConversationShareListView.as_view(),
+        name="conversation-shares",
+    ),
+    path("shares/", shares.ShareListView.as_view(), name="shares"),
+    path("shares/<str:share_id>/", shares.ShareDetailView.as_view(), name="share"),
+    path("shared/<str:token>/", shares.SharedView.as_view(), name="shared"),
+    path(
+        "shared/<str:token>/continue/",
+        shares.SharedContinueView.as_view(),
+        name="shared-continue",
     ),
     path("runs/<str:run_id>/", runs.RunDetailView.as_view(), name="run"),
     path("runs/<str:run_id>/cancel/", runs.RunCancelView.as_view(), name="run-cancel"),

@@ -1,7 +1,8 @@
 """The conversations app's models, one module per capability: conversations with their
 branches, messages and runs (`conversations.py`), the audit trail (`audit.py`), the daily
 counters (`usage.py`), uploaded files and attachments (`files.py`), tool servers and users'
-credentials for them (`tool_servers.py`). Import them from here."""
+credentials for them (`tool_servers.py`), share links (`shares.py`). Import them from
+here."""
 
 from conversations.models.audit import AuditAction, AuditEvent
 from conversations.models.conversations import (
@@ -17,6 +18,7 @@ from conversations.models.conversations import (
     default_tools,
 )
 from conversations.models.files import Attachment, FileText, StoredFile
+from conversations.models.shares import Share, ShareAudience
 from conversations.models.tool_servers import ToolCredential, ToolServer, ToolServerAuth
 from conversations.models.usage import DailyMessageCount, UsageDay
 
@@ -35,6 +37,8 @@ __all__ = [
     "MessageRole",
     "Run",
     "RunStatus",
+    "Share",
+    "ShareAudience",
     "StoredFile",
     "ToolCredential",
     "ToolServer",

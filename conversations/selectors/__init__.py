@@ -69,6 +69,13 @@ from conversations.selectors.search import (
     search_hits,
     text_snippet,
 )
+from conversations.selectors.shares import (
+    share_get,
+    share_get_by_token,
+    share_rows,
+    share_token_hash,
+    shares_for_user,
+)
 from conversations.selectors.tool_servers import (
     tool_credential_token,
     tool_credentials_set,
@@ -133,6 +140,11 @@ __all__ = [
     "runs_active_counts",
     "search_hits",
     "segment_owning",
+    "share_get",
+    "share_get_by_token",
+    "share_rows",
+    "share_token_hash",
+    "shares_for_user",
     "staged_file_input",
     "storage_by_user",
     "stored_files_input",

@@ -66,6 +66,14 @@ from conversations.services.messages import (
 )
 from conversations.services.quotas import conversation_quota_check, message_quota_take
 from conversations.services.responses import response_delete, response_input_store
+from conversations.services.shares import (
+    ShareNeedsSignIn,
+    share_continue,
+    share_create,
+    share_open,
+    share_revoke,
+    share_view_count,
+)
 from conversations.services.tool_server_checks import tool_server_problems
 from conversations.services.tool_servers import (
     RotationResult,
@@ -88,6 +96,7 @@ __all__ = [
     "NewMessage",
     "PurgeResult",
     "RotationResult",
+    "ShareNeedsSignIn",
     "StagedFile",
     "audit_record",
     "audit_record_many",
@@ -134,6 +143,11 @@ __all__ = [
     "response_input_store",
     "secrets_count",
     "secrets_rotate",
+    "share_continue",
+    "share_create",
+    "share_open",
+    "share_revoke",
+    "share_view_count",
     "title_from_message",
     "tool_credential_clear",
     "tool_credential_set",

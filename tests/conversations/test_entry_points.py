@@ -84,6 +84,16 @@ HTTP: dict[tuple[str, str], Exercise] = {
     (f"{CONVERSATION}/draft/", "PUT"): exercise(Call("PUT", f"{C}/draft/", {"draft": "A draft"})),
     (f"{CONVERSATION}/fork/", "POST"): exercise(Call("POST", f"{C}/fork/", {"at_seq": 1})),
     (f"{CONVERSATION}/export/", "GET"): exercise(Call("GET", f"{C}/export/")),
+    (f"{CONVERSATION}/shares/", "GET"): exercise(Call("GET", f"{C}/shares/")),
+    (f"{CONVERSATION}/shares/", "POST"): exercise(Call("POST", f"{C}/shares/", {})),
+    ("api/v1/shares/", "GET"): exercise(Call("GET", "/api/v1/shares/")),
+    ("api/v1/shares/<str:share_id>/", "DELETE"): exercise(
+        Call("DELETE", "/api/v1/shares/{share}/")
+    ),
+    ("api/v1/shared/<str:token>/", "GET"): exercise(Call("GET", "/api/v1/shared/{token}/")),
+    ("api/v1/shared/<str:token>/continue/", "POST"): exercise(
+        Call("POST", "/api/v1/shared/{token}/continue/")
+    ),
     ("api/v1/runs/<str:run_id>/", "GET"): exercise(Call("GET", "/api/v1/runs/{run}/")),
     ("api/v1/runs/<str:run_id>/cancel/", "POST"): exercise(
         Call("POST", "/api/v1/runs/{run}/cancel/")

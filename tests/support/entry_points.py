@@ -130,7 +130,8 @@ def exercise(*calls: Any, invalid: Any = None, spends: bool = True) -> Exercise:
 @dataclass
 class World:
     """The owner's things every entry point is exercised on: a conversation holding one
-    finished turn (whose run is also a response), a spare API key and a file."""
+    finished turn (whose run is also a response) and a share link of it, a spare API key
+    and a file."""
 
     conversation: Conversation
     ids: dict[str, str]
@@ -158,6 +159,7 @@ def world_build(owner: User) -> World:
     key, _ = account_services.api_key_create(owner=owner, name="spare")
     stored = file_make(owner, b"A note about cats.", "note.txt")
     conversation.refresh_from_db()
+    share, token = services.share_create(conversation=conversation, user=owner)
     ids = {
         "conversation": str(conversation.pk),
         "user": str(user.pk),
@@ -170,6 +172,8 @@ def world_build(owner: User) -> World:
         "item": f"msg_{user.pk.hex}",
         "file": str(stored.pk),
         "file_oai": f"file-{stored.pk.hex}",
+        "share": str(share.pk),
+        "token": token,
     }
     export = "".join(exporting.export_json_chunks(conversation))
     return World(conversation=conversation, ids=ids, export=export)
