@@ -39,6 +39,7 @@ class World:
     key_id: str
     file_id: str
     server_id: str
+    share_id: str
     export: bytes
     clients: dict[str, APIClient] = field(default_factory=dict)
 
@@ -67,6 +68,7 @@ def world(owner, outsider, as_user, with_key, settings, monkeypatch) -> World:
     revoked_client.credentials(HTTP_AUTHORIZATION=f"Bearer {revoked_secret}")
     listings_fake(monkeypatch)
     server = server_make("planning", auth="per_user", groups=["planners"])
+    share, _ = services.share_create(conversation=conversation, user=owner)
     member_of(owner, "planners")
     return World(
         owner=owner,
@@ -76,6 +78,7 @@ def world(owner, outsider, as_user, with_key, settings, monkeypatch) -> World:
         key_id=str(key.pk),
         file_id=str(stored.pk),
         server_id=str(server.pk),
+        share_id=str(share.pk),
         export="".join(exporting.export_json_chunks(conversation)).encode(),
         clients={
             "owner_session": as_user(owner),
@@ -139,6 +142,16 @@ MATRIX: dict[tuple[str, str], Case] = {
     ("delete", f"{TS}/"): Case(403, 404),
     ("put", f"{TS}/credential/"): Case(200, 404, {"token": "t0ken"}),
     ("delete", f"{TS}/credential/"): Case(200, 404),
+    ("get", f"{C}/shares/"): Case(200, 404),
+    ("post", f"{C}/shares/"): Case(201, 404, {"audience": "signed_in"}),
+    ("get", "/api/v1/shares/"): Case(200, 200),
+    ("delete", "/api/v1/shares/{share_id}/"): Case(204, 404),
+}
+# Opened by a link's token, not by who asks: anyone holding a `public` link may read it,
+# so they are not cases of this matrix (tests/conversations/api/test_shares.py).
+BY_TOKEN = {
+    ("get", "/api/v1/shared/{token}/"),
+    ("post", "/api/v1/shared/{token}/continue/"),
 }
 
 
@@ -156,7 +169,7 @@ def documented_operations() -> set[tuple[str, str]]:
 
 
 def test_the_matrix_covers_every_documented_operation():
-    assert documented_operations() == set(MATRIX)
+    assert documented_operations() == set(MATRIX) | BY_TOKEN
 
 
 def _url(path: str, world: World) -> str:
@@ -170,6 +183,7 @@ def _url(path: str, world: World) -> str:
         message_id=message.pk,
         file_id=world.file_id,
         server_id=world.server_id,
+        share_id=world.share_id,
     )
     return url + "?q=swordfish" if url.endswith("/search/") else url
 
