@@ -37,16 +37,16 @@ import itertools
 import os
 import secrets
 import signal
-import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from random import Random
 from typing import Any
 
 from bench.common import (
+    Timing,
     analyze,
     database_label,
     database_refused,
@@ -75,16 +75,6 @@ DEEP_FORK = 9  # the fork point (index) whose window of siblings the deep page r
 SMALL_PAGE = 10  # the page the small conversation fills: equal work at both sizes
 PAGES = (", the first", ", the last", " across a deep fork")
 UNEQUAL_PAGE = f"no target: 10 vs {PAGE} messages returned"
-
-
-@dataclass
-class Timing:
-    samples_ms: list[float] = field(default_factory=list)
-    queries: int = 0
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples_ms)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """What every benchmark needs: Django set up, percentiles, process CPU and memory, the fake
-upstream in its own process, the clean-up of the bench user, and a table of measures.
+upstream in its own process, the clean-up of the bench user, calls timed side by side
+with their SQL statements counted, and a table of measures.
 
 Call `django_setup()` before importing anything that touches models.
 """
@@ -9,13 +10,20 @@ import os
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import django
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from django.db.models import Model
+    from django.test import Client
+    from django.test.utils import override_settings
 
     from accounts.models import User
     from tests.support.processes import ChildProcess
@@ -53,6 +61,12 @@ def database_label() -> str:
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         return f"PostgreSQL {cursor.fetchone()[0]}"
+
+
+def host_label() -> str:
+    """The CPUs and how busy they were over the last minute, for a report's header: on a
+    shared machine the absolute times follow the load."""
+    return f"{os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.1f})"
 
 
 def analyze(*models: "type[Model]") -> None:
@@ -131,6 +145,84 @@ def status_kib(pid: int, field: str = "VmRSS") -> int:
     """A memory figure of a process from /proc/<pid>/status, in KiB (VmRSS, VmHWM, ...)."""
     status = Path(f"/proc/{pid}/status").read_text()
     return int(status.split(f"{field}:", 1)[1].split()[0])
+
+
+@dataclass
+class Timing:
+    """One call's timed samples, and the SQL statements it ran (counted once, untimed)."""
+
+    samples_ms: list[float] = field(default_factory=list)
+    queries: int = 0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p99(self) -> float:
+        return pct(self.samples_ms, 99)
+
+
+def queries_counted(call: "Callable[[], object]") -> int:
+    """The SQL statements `call` runs. A wrapper, since each request the test client makes
+    resets Django's own query log."""
+    from django.db import connection
+
+    executed: list[str] = []
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        executed.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        call()
+    return len(executed)
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def alternating_timed(calls: "dict[Key, Callable[[], object]]", samples: int) -> dict[Key, Timing]:
+    """Each call once untimed with its statements counted, then `samples` timed rounds of
+    all of them, the order reversed every other round so a noisy machine's drift hits
+    each alike."""
+    timings = {name: Timing(queries=queries_counted(call)) for name, call in calls.items()}
+    for round_ in range(samples):
+        for name in list(calls) if round_ % 2 == 0 else list(reversed(calls)):
+            started = time.perf_counter()
+            calls[name]()
+            timings[name].samples_ms.append((time.perf_counter() - started) * 1000)
+    return timings
+
+
+def getter(
+    client: "Client", url: str, sizes: dict[str, int] | None = None
+) -> "Callable[[], object]":
+    """A GET of `url` through the whole stack, which must answer 200; the first answer's
+    size in bytes is noted in `sizes` when given."""
+
+    def get() -> object:
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code, response.content[:300])
+        if sizes is not None:
+            sizes.setdefault(url, len(response.content))
+        return response
+
+    return get
+
+
+def requests_unthrottled(redis_url: str) -> "override_settings":
+    """Settings to time many requests in a row: the request budgets far above what a
+    benchmark sends, their counters in the Redis at `redis_url` as in production."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    cache = {**settings.CACHES["default"], "LOCATION": redis_url}
+    return override_settings(
+        CACHES={**settings.CACHES, "default": cache},
+        PARLEY_API_THROTTLE_RATE="100000000/minute",
+        PARLEY_SHARE_VIEW_THROTTLE_RATE="100000000/minute",
+    )
 
 
 # measure, value, target, met: None without a target, a string to say why there is no verdict

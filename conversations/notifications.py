@@ -40,6 +40,10 @@ DRAFT_CHANGED = "conversation.draft_updated"
 DELETED = "conversation.deleted"
 # What every socket of the owner hears of a deletion: the ids of the conversations gone.
 MANY_DELETED = "conversations.deleted"
+# What every socket of the owner hears when a conversation's pin, folder or tags change,
+# and when their folders do (the whole list): every tab's sidebar follows.
+ORGANISED = "conversation.organised"
+FOLDERS_CHANGED = "folders.changed"
 
 
 def group_name(conversation_id: UUID | str) -> str:
@@ -94,7 +98,13 @@ def deleted_notify(owner_id: int, conversation_ids: Sequence[UUID | str]) -> Non
     the others pass the list on, so every open tab can drop those conversations."""
     if not conversation_ids:
         return
-    body = {"type": MANY_DELETED, "conversation_ids": [str(pk) for pk in conversation_ids]}
+    user_notify(owner_id, MANY_DELETED, conversation_ids=[str(pk) for pk in conversation_ids])
+
+
+def user_notify(owner_id: int, kind: str, **payload: Any) -> None:
+    """Announce `kind` to every socket of the owner (each joins its user's group,
+    accounts.sockets) once the current transaction commits."""
+    body = {"type": kind, **payload}
     transaction.on_commit(lambda: _send(user_sockets_group(owner_id), [body]))
 
 

@@ -236,6 +236,28 @@ class ManyDeleted(_Shape):
     conversation_ids: list[Id]
 
 
+class Organised(_Notification):
+    """To every socket of the owner: a conversation's pin, folder and tags as they are now."""
+
+    type: Literal["conversation.organised"]
+    pinned: bool
+    folder_id: Id | None
+    tags: list[str]
+
+
+class FolderItem(_Shape):
+    id: Id
+    name: str
+    position: Annotated[int, Field(ge=0)]
+
+
+class FoldersChanged(_Shape):
+    """To every socket of the owner: their whole folder list, in their order."""
+
+    type: Literal["folders.changed"]
+    folders: list[FolderItem]
+
+
 NOTIFICATIONS: dict[str, type[_Shape]] = {
     nt.MESSAGE_STORED: MessageStored,
     nt.RUN_STARTED: RunNotice,
@@ -245,6 +267,8 @@ NOTIFICATIONS: dict[str, type[_Shape]] = {
     nt.DRAFT_CHANGED: DraftChanged,
     nt.DELETED: Deleted,
     nt.MANY_DELETED: ManyDeleted,
+    nt.ORGANISED: Organised,
+    nt.FOLDERS_CHANGED: FoldersChanged,
 }
 
 

@@ -56,6 +56,24 @@ def conversation_export_dict(conversation: Conversation) -> dict[str, Any]:
     }
 
 
+def conversation_tag_names(conversation: Conversation) -> list[str]:
+    """The conversation's tag names, sorted whatever their case (from `tags` prefetched
+    with it, or one query)."""
+    return sorted((tag.name for tag in conversation.tags.all()), key=str.lower)
+
+
+def conversation_organising_export_dict(conversation: Conversation) -> dict[str, Any]:
+    """How the conversation is organised, as the export document carries it: by names, so
+    an import files it among the importer's own tags and folders (`folder` read with it,
+    or one query)."""
+    folder = conversation.folder  # no query when it is in none
+    return {
+        "tags": conversation_tag_names(conversation),
+        "pinned": conversation.pinned,
+        "folder": folder.name if folder is not None else None,
+    }
+
+
 def message_export_dict(message: Message) -> dict[str, Any]:
     """A stored message as the export document carries it."""
     return _message_dict({field: getattr(message, field) for field in MESSAGE_FIELDS})
@@ -156,6 +174,17 @@ def conversation_payload(conversation: Conversation) -> dict[str, Any]:
         "archived_at": when(conversation.archived_at),
         "last_activity_at": when(conversation.last_activity_at),
         "forked_at_seq": conversation.forked_at_seq,
+        **conversation_organising_payload(conversation),
+    }
+
+
+def conversation_organising_payload(conversation: Conversation) -> dict[str, Any]:
+    """How the owner organised it, as clients see it (and `conversation.organised` tells
+    every tab): the pin, the folder by id, the tags by name."""
+    return {
+        "pinned": conversation.pinned,
+        "folder_id": _key(conversation.folder_id),
+        "tags": conversation_tag_names(conversation),
     }
 
 
@@ -168,6 +197,20 @@ def message_row_payload(row: Mapping[str, Any]) -> dict[str, Any]:
         "attachments": list(row.get("attachments") or []),
         "alternatives": row.get("alternatives"),
     }
+
+
+# What a link's reader is not shown of a message: the owner's own records (which
+# conversation, branch and run it belongs to, the usage, the provider's details).
+SHARED_WITHHELD = frozenset({"conversation_id", "branch_id", "run_id", "usage", "provider_payload"})
+
+
+def shared_message_payload(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as a share link shows it, from a MESSAGE_FIELDS row with `attachments`."""
+    payload = {
+        key: value for key, value in _message_dict(row).items() if key not in SHARED_WITHHELD
+    }
+    payload["attachments"] = list(row.get("attachments") or [])
+    return payload
 
 
 def attachment_payload(file: StoredFile) -> dict[str, Any]:

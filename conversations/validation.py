@@ -1,5 +1,6 @@
 """Field rules shared by the services and the importer, so both refuse the same things."""
 
+import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,7 @@ from accounts.text import storable_text as storable_text
 from accounts.text import unencodable as _unencodable
 from accounts.text import unstorable_reason
 from conversations.errors import Problem
+from conversations.models.organising import FOLDER_NAME_MAX, TAG_NAME_MAX
 
 TITLE_MAX = 200
 MODEL_MAX = 100
@@ -107,6 +109,38 @@ def metadata_problems(value: Any, *, path: str = "$.metadata") -> list[Problem]:
             continue
         problems += text_problems(item, path=key_path(path, key), max_chars=METADATA_VALUE_MAX)
     return problems
+
+
+def name_problems(value: Any, *, path: str, max_chars: int) -> list[Problem]:
+    """A tag's or a folder's name: text of 1 to `max_chars` characters once stripped, on
+    one line (no control characters: it is shown as a label)."""
+    if not isinstance(value, str):
+        return [Problem(path, f"must be a string, not {type_name(value)}")]
+    name = value.strip()
+    if not name:
+        return [Problem(path, "must not be empty")]
+    problems = text_problems(name, path=path, max_chars=max_chars)
+    if not problems and any(unicodedata.category(char) == "Cc" for char in name):
+        problems.append(Problem(path, "must not contain control characters"))
+    return problems
+
+
+def folder_name_problems(value: Any, *, path: str = "$.name") -> list[Problem]:
+    return name_problems(value, path=path, max_chars=FOLDER_NAME_MAX)
+
+
+def tag_names_problems(value: Any, *, path: str = "$.tags") -> list[Problem]:
+    """A conversation's tags: a list of names, at most PARLEY_MAX_TAGS_PER_CONVERSATION."""
+    if not isinstance(value, list):
+        return [Problem(path, f"must be a list, not {type_name(value)}")]
+    limit = settings.PARLEY_MAX_TAGS_PER_CONVERSATION
+    if len(value) > limit:
+        return [Problem(path, f"has {len(value)} tags; the limit is {limit}")]
+    return [
+        problem
+        for index, name in enumerate(value)
+        for problem in name_problems(name, path=f"{path}[{index}]", max_chars=TAG_NAME_MAX)
+    ]
 
 
 def key_path(path: str, key: Any) -> str:

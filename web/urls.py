@@ -3,7 +3,7 @@ from django.urls import path, reverse_lazy
 
 from web.forms import GuardedPasswordChangeForm, LoginForm
 from web.security import strict_csp
-from web.views import accounts, chat, shared
+from web.views import accounts, chat, shared, shares
 
 app_name = "web"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("chat/", chat.chat, name="chat"),
     path("chat/<uuid:conversation_id>/", chat.chat, name="conversation"),
     path("s/<str:token>/", shared.shared, name="shared"),
+    path("shares/", shares.shares, name="shares"),
     path("accounts/signup/", accounts.signup, name="signup"),
     path(
         "accounts/password/",

@@ -278,6 +278,8 @@ PARLEY_API_THROTTLE_RATE = env_str("PARLEY_API_THROTTLE_RATE", "600/minute")
 PARLEY_API_MODEL_THROTTLE_RATE = env_str("PARLEY_API_MODEL_THROTTLE_RATE", "60/minute")
 # Reads of shared links per client address, page and API alike.
 PARLEY_SHARE_VIEW_THROTTLE_RATE = env_str("PARLEY_SHARE_VIEW_THROTTLE_RATE", "60/minute")
+# Open share links (not revoked, not expired) one conversation may have at once.
+PARLEY_MAX_SHARES_PER_CONVERSATION = env_int("PARLEY_MAX_SHARES_PER_CONVERSATION", 50)
 # Stateless chat: how long a state stays usable, and how much history it may carry.
 PARLEY_STATELESS_STATE_MAX_AGE_SECONDS = env_int(
     "PARLEY_STATELESS_STATE_MAX_AGE_SECONDS", 30 * 24 * 3600
@@ -361,6 +363,11 @@ PARLEY_IMPORT_MAX_BYTES = env_int("PARLEY_IMPORT_MAX_BYTES", 20 * 1024 * 1024)
 PARLEY_IMPORT_MAX_MESSAGES = env_int("PARLEY_IMPORT_MAX_MESSAGES", 100_000)
 # Largest token count one imported message may report (usage beyond it is forged).
 PARLEY_IMPORT_MAX_USAGE_TOKENS = env_int("PARLEY_IMPORT_MAX_USAGE_TOKENS", 10_000_000)
+# Organising, whichever door writes it (the API's PATCH, an import): tags on one
+# conversation, and the tags and folders one user may have, so a sidebar stays a list.
+PARLEY_MAX_TAGS_PER_CONVERSATION = env_int("PARLEY_MAX_TAGS_PER_CONVERSATION", 20)
+PARLEY_MAX_TAGS = env_int("PARLEY_MAX_TAGS", 500)
+PARLEY_MAX_FOLDERS = env_int("PARLEY_MAX_FOLDERS", 200)
 
 # --- Data governance ----------------------------------------------------------------------
 # Conversations with no activity for this many days are deleted (audited) by the beat task

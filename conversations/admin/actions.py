@@ -39,7 +39,7 @@ class OptionalReasonForm(ReasonForm):
     )
 
 
-def _selection_context(
+def selection_context(
     modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Conversation]
 ) -> dict[str, Any]:
     select_across = request.POST.get("select_across") == "1"
@@ -73,7 +73,7 @@ def _reason_page(
         else:
             modeladmin.message_user(request, done.format(count=count), messages.SUCCESS)
             return None
-    context = {**_selection_context(modeladmin, request, queryset), "form": form, "title": title}
+    context = {**selection_context(modeladmin, request, queryset), "form": form, "title": title}
     return TemplateResponse(request, "admin/conversations/conversation/reason.html", context)
 
 
@@ -129,7 +129,7 @@ def delete_selected(
         return None
     ids = queryset.values("pk")
     context = {
-        **_selection_context(modeladmin, request, queryset),
+        **selection_context(modeladmin, request, queryset),
         "form": form,
         "title": "Delete conversations",
         "messages_count": queryset.aggregate(n=Sum("message_count"))["n"] or 0,

@@ -1,8 +1,11 @@
 """Small pieces shared by the admin modules."""
 
+import uuid
 from typing import Any, cast
 
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from accounts.models import User
 
@@ -17,3 +20,9 @@ def can_read_transcripts(request: HttpRequest) -> bool:
 def actor(request: HttpRequest) -> User:
     """The signed-in staff member (admin views only run for them)."""
     return cast(User, request.user)
+
+
+def conversation_link(conversation_id: uuid.UUID) -> str:
+    """A link to the conversation's detail page, named by its short id (never its title)."""
+    url = reverse("admin:conversations_conversation_change", args=[conversation_id])
+    return format_html('<a href="{}">{}</a>', url, str(conversation_id)[:8])

@@ -14,7 +14,7 @@ from django.utils.html import format_html
 
 from accounts.models import User
 from conversations import selectors, services
-from conversations.admin import actions, usage
+from conversations.admin import actions, shares, usage
 from conversations.admin.common import actor, can_read_transcripts
 from conversations.admin.owner_form import OwnerForm
 from conversations.admin.paging import EstimatedCountPaginator
@@ -113,7 +113,7 @@ def _owners_matching(request: HttpRequest, term: str) -> list[int]:
 
 
 @admin.register(Conversation)
-class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
+class ConversationAdmin(shares.ShareLinkPermission, TextGuardMixin, admin.ModelAdmin):
     list_display = [
         "title_or_id",
         "owner_link",
@@ -152,6 +152,7 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         actions.export_jsonl,
         actions.export_markdown_zip,
         actions.export_csv,
+        shares.create_share_link,
         actions.delete_selected,
     ]
     # Metadata only: message text, the system prompt and the draft are on the transcript page.
@@ -171,10 +172,14 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
         "flag_reason",
         "forked_from",
         "forked_at_seq",
+        "pinned",
+        "folder_name",
+        "tag_count",
     )
     readonly_fields = fields
-    # Shown only to those who may read transcripts: the title is the first message's start.
-    TEXT_DETAIL_FIELDS = ("title", "metadata")
+    # Shown only to those who may read transcripts: the title is the first message's start,
+    # a folder's name is the user's words.
+    TEXT_DETAIL_FIELDS = ("title", "metadata", "folder_name")
     change_list_template = "admin/conversations/conversation/change_list.html"
     change_form_template = "admin/conversations/conversation/change_form.html"
 
@@ -282,6 +287,14 @@ class ConversationAdmin(TextGuardMixin, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.get_fields(request, obj)
+
+    @admin.display(description="folder")
+    def folder_name(self, obj: Conversation) -> str:
+        return obj.folder.name if obj.folder is not None else "—"
+
+    @admin.display(description="tags")
+    def tag_count(self, obj: Conversation) -> int:
+        return obj.tags.count()
 
     @admin.display(description="transcript")
     def transcript_link(self, obj: Conversation) -> str:

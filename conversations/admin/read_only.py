@@ -6,11 +6,9 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
-from django.utils.html import format_html
 
 from conversations import services
-from conversations.admin.common import actor, can_read_transcripts
+from conversations.admin.common import actor, can_read_transcripts, conversation_link
 from conversations.admin.paging import EstimatedCountPaginator
 from conversations.admin.text_guard import TextGuardMixin
 from conversations.engine import run_cancel
@@ -49,16 +47,33 @@ class ReadOnlyAdmin(TextGuardMixin, admin.ModelAdmin):
         return False
 
 
-def _conversation_link(conversation_id: uuid.UUID) -> str:
-    url = reverse("admin:conversations_conversation_change", args=[conversation_id])
-    return format_html('<a href="{}">{}</a>', url, str(conversation_id)[:8])
-
-
-def _uuid(term: str) -> uuid.UUID | None:
+def uuid_or_none(term: str) -> uuid.UUID | None:
+    """The id a search term is, or None."""
     try:
         return uuid.UUID(term.strip())
     except ValueError:
         return None
+
+
+class ListActionsAdmin(ReadOnlyAdmin):
+    """Read-only rows of a conversation with actions on the list (which need "change";
+    the detail page stays read-only), found by their own id or their conversation's."""
+
+    search_fields = ["=id", "=conversation__id"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and admin.ModelAdmin.has_change_permission(self, request)
+
+    def search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        key = uuid_or_none(term)
+        if key is None:
+            return queryset.none(), False
+        return queryset.filter(pk=key) | queryset.filter(conversation_id=key), False
 
 
 @admin.register(Message)
@@ -82,7 +97,7 @@ class MessageAdmin(ReadOnlyAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        key = _uuid(term)
+        key = uuid_or_none(term)
         if key is not None:
             return queryset.filter(conversation_id=key) | queryset.filter(pk=key), False
         if not can_read_transcripts(request):
@@ -100,7 +115,7 @@ class MessageAdmin(ReadOnlyAdmin):
 
     @admin.display(description="conversation", ordering="conversation")
     def conversation_link(self, obj: Message) -> str:
-        return _conversation_link(obj.conversation_id)
+        return conversation_link(obj.conversation_id)
 
     def change_view(
         self,
@@ -137,7 +152,7 @@ def cancel_runs(
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(ListActionsAdmin):
     list_display = [
         "id",
         "conversation_link",
@@ -150,7 +165,6 @@ class RunAdmin(ReadOnlyAdmin):
         "finished_at",
     ]
     list_filter = ["status", "model"]
-    search_fields = ["=id", "=conversation__id"]
     ordering = ["-created_at"]
     actions = [cancel_runs]
     fields = (
@@ -171,10 +185,6 @@ class RunAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # "change" allows the cancel action on the list; the detail page stays read-only.
-        return obj is None and admin.ModelAdmin.has_change_permission(self, request)
-
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if can_read_transcripts(request):
             return self.fields
@@ -184,20 +194,9 @@ class RunAdmin(ReadOnlyAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.get_fields(request, obj)
 
-    def search_results(
-        self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
-    ) -> tuple[QuerySet[Run], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        key = _uuid(term)
-        if key is None:
-            return queryset.none(), False
-        return queryset.filter(pk=key) | queryset.filter(conversation_id=key), False
-
     @admin.display(description="conversation")
     def conversation_link(self, obj: Run) -> str:
-        return _conversation_link(obj.conversation_id)
+        return conversation_link(obj.conversation_id)
 
     @admin.display(description="tokens")
     def total_tokens(self, obj: Run) -> int | None:
@@ -223,7 +222,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, queryset: QuerySet[AuditEvent], search_term: str
     ) -> tuple[QuerySet[AuditEvent], bool]:
         term = search_term.strip()
-        key = _uuid(term)
+        key = uuid_or_none(term)
         if key is not None:
             return queryset.filter(conversation_id=key), False
         if term.isdigit():

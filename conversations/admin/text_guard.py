@@ -42,9 +42,12 @@ from conversations import services
 from conversations.admin.common import actor, can_read_transcripts
 from conversations.models import (
     Conversation,
+    Folder,
     Message,
     Run,
+    Share,
     StoredFile,
+    Tag,
     ToolCredential,
     ToolServer,
 )
@@ -54,13 +57,16 @@ Fields = dict[type[models.Model], frozenset[str]]
 # Fields holding what people and models wrote. Titles are made from the first message;
 # metadata is whatever a client chose to attach; a run's error may quote the provider's
 # answer; a run's client id is a string the client chose; a message's reasoning is what a
-# model thought about the user's words; a file's name is what its uploader called it.
+# model thought about the user's words; a file's name is what its uploader called it, and
+# so are a folder's and a tag's.
 # Tool names, tool call ids, roles, models and counts are metadata moderators work with.
 TEXT_FIELDS: Fields = {
     Conversation: frozenset({"title", "system_prompt", "draft", "metadata"}),
     Message: frozenset({"content", "reasoning", "tool_calls", "provider_payload"}),
     Run: frozenset({"error", "client_id"}),
     StoredFile: frozenset({"filename"}),
+    Folder: frozenset({"name"}),
+    Tag: frozenset({"name"}),
 }
 # Never filtered or ordered by, whoever asks: a prefix lookup would read a hash out.
 SECRET_FIELDS: Fields = {
@@ -68,6 +74,7 @@ SECRET_FIELDS: Fields = {
     ApiKey: frozenset({"hashed_secret"}),
     ToolServer: frozenset({"secret_encrypted"}),
     ToolCredential: frozenset({"token_encrypted"}),
+    Share: frozenset({"token_hash"}),
 }
 # Query-string parameters of the change list that are not field lookups.
 NON_LOOKUP_PARAMS = frozenset({*IGNORED_PARAMS, PAGE_VAR, ERROR_FLAG, "_changelist_filters"})

@@ -41,7 +41,10 @@ DESCRIPTION = (
     "fine-tuning JSONL; what the short forms leave out (ids, order, times, the title) is "
     "generated and a leading system message becomes the system prompt. Everything is "
     "checked first; each problem is reported with its JSON path and nothing is stored. "
-    "Answers the new conversation.\n\n"
+    "A version 2 document's `conversation` may carry `tags` (names), `pinned` and "
+    "`folder` (a name or null): the tags and the folder are found among yours whatever "
+    "their case, or made (a new folder last in your order), within the limits on tags "
+    "and folders. Answers the new conversation.\n\n"
     "**A ChatGPT export**: the `conversations.json` of ChatGPT's data export (an array of "
     'conversations), or one conversation object of it (with a `"mapping"`). Each '
     "conversation's tree becomes branches (the first child of a node continues its "

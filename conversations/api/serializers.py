@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from conversations import validation
+from conversations.api.organising_serializers import OrganisedOut, OrganisingIn
 from conversations.api.strict import (
     StrictBooleanField,
     StrictCharField,
@@ -58,7 +59,7 @@ class ConversationIn(StrictSerializer):
     )
 
 
-class ConversationUpdateIn(ConversationIn):
+class ConversationUpdateIn(ConversationIn, OrganisingIn):
     archived = StrictBooleanField(required=False)
     active_branch_id = StrictUUIDField(
         required=False,
@@ -240,7 +241,7 @@ class RunOut(serializers.Serializer):
     cancel_requested_at = serializers.DateTimeField(allow_null=True)
 
 
-class ConversationOut(serializers.Serializer):
+class ConversationOut(OrganisedOut):
     id = serializers.UUIDField()
     title = serializers.CharField()
     system_prompt = serializers.CharField()

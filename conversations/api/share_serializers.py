@@ -33,10 +33,21 @@ class ShareOut(serializers.Serializer):
     view_count = serializers.IntegerField()
 
 
+class SharedMessageOut(MessageOut):
+    """A message as its owner's API answers it, less the owner's own records."""
+
+    conversation_id = None  # type: ignore[assignment]
+    branch_id = None  # type: ignore[assignment]
+    run_id = None  # type: ignore[assignment]
+    usage = None  # type: ignore[assignment]
+    provider_payload = None  # type: ignore[assignment]
+    alternatives = None  # type: ignore[assignment]
+
+
 class SharedOut(serializers.Serializer):
     title = serializers.CharField()
     created_at = serializers.DateTimeField(help_text="When the link was made.")
-    messages = MessageOut(many=True)
+    messages = SharedMessageOut(many=True)
 
 
 SharePage = page_of(ShareOut, "SharePage")

@@ -351,9 +351,11 @@ def _zip_stream(queryset: QuerySet[Conversation], extension: str, document: Any)
 
 def json_zip_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:
     """A ZIP with one JSON document per conversation, `<id>.json`, in the current version
-    (every branch, each message's branch, the active branch): each re-imports to the same
-    tree."""
-    return _zip_stream(queryset, "json", export_json_chunks)
+    (every branch, each message's branch, the active branch, tags, pin and folder): each
+    re-imports to the same tree. Folders and tags are read with each page of
+    conversations, not one query each."""
+    organised = queryset.select_related("folder").prefetch_related("tags")
+    return _zip_stream(organised, "json", export_json_chunks)
 
 
 def markdown_zip_stream(queryset: QuerySet[Conversation]) -> Iterator[bytes]:

@@ -5,7 +5,8 @@
   branches: every branch with its fork point, each message's branch, the active branch.
   Version 1 (asked for explicitly) is the active branch's path as one line.
   Version 2 lists each message's files (`attachments`: id, filename, type, size,
-  sha256); version 1 leaves them out.
+  sha256), and how the conversation is organised (`tags` and `folder` by name,
+  `pinned`); version 1 leaves them out.
 - Markdown: for people: the active path, with the other versions at each fork point
   listed briefly where they branch off, and each message's files as links to their
   bytes (`/api/v1/files/<id>/content`, relative to the site).
@@ -44,6 +45,7 @@ from conversations.serializers import (
     attachment_export_dict,
     branch_export_dict,
     conversation_export_dict,
+    conversation_organising_export_dict,
     message_export_dict,
 )
 
@@ -176,7 +178,9 @@ def _dumps(value: Any) -> str:
 
 def export_json_chunks(conversation: Conversation, *, version: int = VERSION) -> Iterator[str]:
     """The JSON document, as text chunks (one per message) for a streamed download:
-    every branch in version 2, the active path alone in version 1."""
+    every branch in version 2, the active path alone in version 1. The conversation's
+    tags and folder are read with it when prefetched (the bulk exports do, a page of
+    conversations at a time), else a query each."""
     head: dict[str, Any] = {
         "format": FORMAT,
         "version": version,
@@ -189,6 +193,7 @@ def export_json_chunks(conversation: Conversation, *, version: int = VERSION) ->
         messages: Iterable[Message] = _messages(conversation)
         has_files = False
     else:
+        head["conversation"].update(conversation_organising_export_dict(conversation))
         branches = _branches(conversation)
         head["branches"] = [branch_export_dict(row) for row in branches]
         messages = _branch_messages(branches)

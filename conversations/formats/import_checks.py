@@ -57,7 +57,13 @@ def conversation_problems(conversation: "ImportedConversation") -> list[Problem]
             getattr(conversation, "max_output_tokens", None), path=f"{base}.max_output_tokens"
         )
         + validation.vision_problems(getattr(conversation, "vision", True), path=f"{base}.vision")
+        + validation.tag_names_problems(getattr(conversation, "tags", []), path=f"{base}.tags")
+        + _folder_problems(getattr(conversation, "folder", None), path=f"{base}.folder")
     )
+
+
+def _folder_problems(name: str | None, *, path: str) -> list[Problem]:
+    return [] if name is None else validation.folder_name_problems(name, path=path)
 
 
 def _own_problems(message: "ImportedMessage", path: str) -> list[Problem]:

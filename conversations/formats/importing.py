@@ -118,6 +118,11 @@ class ImportedConversationV2(ImportedConversation):
     active_branch_id: UUID | None = None
     # Exports made before images went to the model lack it: the default.
     vision: bool = True
+    # Exports made before organising lack them: untagged, unpinned, in no folder. Tags
+    # and the folder are names, found among the importer's own or made.
+    tags: list[str] = []
+    pinned: bool = False
+    folder: str | None = None
 
 
 class ImportedDocument(_Strict):

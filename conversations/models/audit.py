@@ -19,6 +19,9 @@ class AuditAction(models.TextChoices):
     SERVER_ADDED = "server_added"
     SERVER_CHANGED = "server_changed"
     SERVER_DELETED = "server_deleted"
+    # A share link made or revoked by staff (the share's id and audience in `reason`).
+    SHARE_CREATED = "share_created"
+    SHARE_REVOKED = "share_revoked"
 
 
 class AuditEvent(models.Model):

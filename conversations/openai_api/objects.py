@@ -110,9 +110,10 @@ def rows_with_files(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "files": files.get(row["id"], [])} for row in rows]
 
 
-def message_items(row: Mapping[str, Any]) -> list[Item]:
+def message_items(row: Mapping[str, Any], *, owner_id: Any = None) -> list[Item]:
     """The items of one stored message (a `selectors.PATH_ROW_FIELDS` row, with its
-    `files` when it has some), in order."""
+    `files` when it has some), in order. A compaction is sealed for its conversation's
+    owner: callers listing many pass `owner_id`, saving a query per compaction."""
     key, seq, role = row["id"], row["seq"], row["role"]
     if role == Message.Role.TOOL:
         ref = ItemRef(ItemType.FUNCTION_CALL_OUTPUT, key)
@@ -128,7 +129,7 @@ def message_items(row: Mapping[str, Any]) -> list[Item]:
         return [Item(seq, 0, ref, body)]
     if row.get("kind") == Message.Kind.COMPACTION:
         ref = ItemRef(ItemType.COMPACTION, key)
-        return [Item(seq, 0, ref, compaction_item(ref, row))]
+        return [Item(seq, 0, ref, compaction_item(ref, row, owner_id=owner_id))]
     calls = (row["tool_calls"] or []) if role == Message.Role.ASSISTANT else []
     items = []
     payload = _payload(row)

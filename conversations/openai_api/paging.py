@@ -40,7 +40,8 @@ def _lookup(conversation: Conversation, ref: ItemRef) -> FoundItem | None:
         )
     except Message.DoesNotExist:
         return None
-    for item in message_items(rows_with_files([selectors.message_row(message)])[0]):
+    row = rows_with_files([selectors.message_row(message)])[0]
+    for item in message_items(row, owner_id=conversation.owner_id):
         if item.ref == ref:
             return FoundItem(branch, message, item)
     return None
@@ -63,13 +64,13 @@ def items_page(
                 param="after",
             ) from None
         branch, cursor = found.branch, found.item.position
-    end = branch.message_count
+    end, owner = branch.message_count, conversation.owner_id
     if order == "asc":
         start = cursor[0] if cursor else 1
         rows = rows_with_files(
             selectors.path_rows(branch=branch, after=start - 1, last=start + limit)
         )
-        items = [item for row in rows for item in message_items(row)]
+        items = [item for row in rows for item in message_items(row, owner_id=owner)]
         if cursor:
             items = [item for item in items if item.position > cursor]
         beyond = bool(rows) and rows[-1]["seq"] < end
@@ -78,7 +79,9 @@ def items_page(
         rows = rows_with_files(
             selectors.path_rows(branch=branch, after=start - limit - 1, last=start)
         )
-        items = [item for row in reversed(rows) for item in reversed(message_items(row))]
+        items = [
+            item for row in reversed(rows) for item in reversed(message_items(row, owner_id=owner))
+        ]
         if cursor:
             items = [item for item in items if item.position < cursor]
         beyond = bool(rows) and rows[0]["seq"] > 1

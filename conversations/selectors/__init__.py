@@ -26,9 +26,7 @@ from conversations.selectors.branches import (
     segment_owning,
 )
 from conversations.selectors.conversations import (
-    MAX_PAGE,
     MESSAGE_FIELDS,
-    Page,
     conversation_get,
     conversation_list,
     conversation_model_input,
@@ -41,6 +39,7 @@ from conversations.selectors.conversations import (
     run_get,
     run_get_for_user,
 )
+from conversations.selectors.cursors import MAX_PAGE, Page
 from conversations.selectors.files import file_cursor, file_get, file_list, files_by_id
 from conversations.selectors.model_files import (
     history_files,
@@ -60,21 +59,37 @@ from conversations.selectors.moderation import (
     usage_by_user,
 )
 from conversations.selectors.operations import runs_active_counts
+from conversations.selectors.organising import (
+    TagUse,
+    folder_get,
+    folder_items,
+    folders_for_user,
+    tagged_filter,
+    tags_with_counts,
+)
 from conversations.selectors.search import (
     HIGHLIGHT,
     SEARCH_MAX,
     SNIPPET_CHARS,
     SearchHit,
+    SearchTerms,
     messages_matching,
     search_hits,
+    search_terms_parse,
     text_snippet,
 )
 from conversations.selectors.shares import (
+    SHARE_STATUSES,
     share_get,
     share_get_by_token,
+    share_link_path,
+    share_page,
     share_rows,
+    share_status,
     share_token_hash,
     shares_for_user,
+    shares_in_status,
+    shares_open,
 )
 from conversations.selectors.tool_servers import (
     tool_credential_token,
@@ -94,10 +109,13 @@ __all__ = [
     "MESSAGE_FIELDS",
     "PATH_ROW_FIELDS",
     "SEARCH_MAX",
+    "SHARE_STATUSES",
     "SNIPPET_CHARS",
     "DayUsage",
     "Page",
     "SearchHit",
+    "SearchTerms",
+    "TagUse",
     "TranscriptLine",
     "TranscriptPage",
     "UserStorage",
@@ -120,6 +138,9 @@ __all__ = [
     "file_get",
     "file_list",
     "files_by_id",
+    "folder_get",
+    "folder_items",
+    "folders_for_user",
     "history_files",
     "history_tail",
     "message_get",
@@ -139,15 +160,23 @@ __all__ = [
     "run_get_for_user",
     "runs_active_counts",
     "search_hits",
+    "search_terms_parse",
     "segment_owning",
     "share_get",
     "share_get_by_token",
+    "share_link_path",
+    "share_page",
     "share_rows",
+    "share_status",
     "share_token_hash",
     "shares_for_user",
+    "shares_in_status",
+    "shares_open",
     "staged_file_input",
     "storage_by_user",
     "stored_files_input",
+    "tagged_filter",
+    "tags_with_counts",
     "text_snippet",
     "tool_credential_token",
     "tool_credentials_set",

@@ -4,35 +4,43 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 
-from conversations.models import Attachment, Conversation, StoredFile
+from conversations.models import Attachment, Conversation, Message, StoredFile
 from conversations.serializers import attachment_payload
+
+
+def _files_by_message(attachments: QuerySet[Attachment]) -> dict[UUID, list[StoredFile]]:
+    found: dict[UUID, list[StoredFile]] = {}
+    for row in attachments.select_related("file").order_by("message_id", "position"):
+        found.setdefault(row.message_id, []).append(row.file)
+    return found
 
 
 def attachment_files(*, message_ids: Iterable[UUID]) -> dict[UUID, list[StoredFile]]:
     """The files in each of these messages, in order: one query whatever the number of
     messages or files (messages with none are left out)."""
-    found: dict[UUID, list[StoredFile]] = {}
     keys = list(message_ids)
     if not keys:
-        return found
-    rows = (
-        Attachment.objects.filter(message_id__in=keys)
-        .select_related("file")
-        .order_by("message_id", "position")
-    )
-    for row in rows:
-        found.setdefault(row.message_id, []).append(row.file)
-    return found
+        return {}
+    return _files_by_message(Attachment.objects.filter(message_id__in=keys))
 
 
 def attachment_payloads(*, message_ids: Iterable[UUID]) -> dict[UUID, list[dict[str, Any]]]:
     """The files in each of these messages as messages carry them, in the same one query."""
-    return {
-        key: [attachment_payload(file) for file in files]
-        for key, files in attachment_files(message_ids=message_ids).items()
-    }
+    return _payloads(attachment_files(message_ids=message_ids))
+
+
+def attachment_payloads_of(*, messages: QuerySet[Message]) -> dict[UUID, list[dict[str, Any]]]:
+    """The same for the messages a queryset selects, read through it as a subquery: one
+    query however many messages (a long transcript sends no list of ids)."""
+    return _payloads(
+        _files_by_message(Attachment.objects.filter(message__in=messages.values("pk")))
+    )
+
+
+def _payloads(files: dict[UUID, list[StoredFile]]) -> dict[UUID, list[dict[str, Any]]]:
+    return {key: [attachment_payload(file) for file in found] for key, found in files.items()}
 
 
 def conversation_file_get(*, conversation: Conversation, file_id: UUID | str) -> StoredFile:

@@ -11,8 +11,7 @@ from django.db.models import Q
 
 from conversations.models import Branch, Conversation
 from conversations.selectors.branches import BRANCH_FIELDS
-from conversations.selectors.conversations import MAX_PAGE, Page
-from conversations.selectors.cursors import cursor_decode, cursor_encode
+from conversations.selectors.cursors import MAX_PAGE, Page, cursor_decode, cursor_encode
 
 # The cursor after the root branch: the other branches follow from their oldest.
 _AFTER_ROOT: list[Any] = []

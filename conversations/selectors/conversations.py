@@ -2,39 +2,37 @@
 another user's rows can never come back: callers get "does not exist", which the API
 answers as 404."""
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Generic, TypeVar
+from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Prefetch
+
+# Row comparisons (Django's own, for composite keys; django-stubs has no types for them).
+from django.db.models.fields.tuple_lookups import (  # type: ignore[import-untyped]
+    Tuple,
+    TupleLessThan,
+)
 
 from accounts.models import User
 from accounts.sockets import SocketCredential, socket_credential_seconds_left
 from conversations import context
 from conversations.errors import Problem, ValidationFailed
-from conversations.models import Attachment, Branch, Conversation, Message, Run
+from conversations.models import Attachment, Branch, Conversation, Message, Run, Tag
 from conversations.selectors.attachments import attachment_payloads
 from conversations.selectors.branches import alternatives_at, branch_active, path_messages
-from conversations.selectors.cursors import cursor_decode, cursor_encode
+from conversations.selectors.cursors import (
+    Page,
+    cursor_decode_flagged,
+    cursor_encode,
+    page_limit,
+)
 from conversations.selectors.history import HistoryRow, path_history
 from conversations.selectors.model_files import history_files
+from conversations.selectors.organising import folder_get, tagged_filter
+from conversations.selectors.search import search_terms_parse
 from conversations.serializers import MESSAGE_FIELDS
-
-MAX_PAGE = 200
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Page(Generic[T]):
-    items: list[T]
-    # Opaque cursor for the next page, or None on the last page.
-    next_cursor: str | None
-
-
-def _clamp(limit: int) -> int:
-    return max(1, min(int(limit), MAX_PAGE))
 
 
 def conversation_get(*, user: User, conversation_id: UUID | str) -> Conversation:
@@ -47,14 +45,16 @@ def conversation_get(*, user: User, conversation_id: UUID | str) -> Conversation
 
 
 def _encode_cursor(conversation: Conversation) -> str:
-    return cursor_encode([conversation.last_activity_at.isoformat(), str(conversation.id)])
+    return cursor_encode(
+        [conversation.pinned, conversation.last_activity_at.isoformat(), str(conversation.id)]
+    )
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
-    position = cursor_decode(cursor)
-    if position is None:
-        raise ValidationFailed([Problem("$.cursor", "is not a valid page cursor")])
-    return position
+def _after(cursor: str) -> TupleLessThan:
+    """The rows after the cursor's in the order (pinned, last_activity_at, id), all
+    descending: one row comparison, which the list's indexes take as a range."""
+    position = cursor_decode_flagged(cursor)
+    return TupleLessThan(Tuple(F("pinned"), F("last_activity_at"), F("id")), position)
 
 
 def conversation_list(
@@ -64,19 +64,40 @@ def conversation_list(
     q: str = "",
     cursor: str | None = None,
     limit: int = 50,
+    tags: Sequence[str] = (),
+    folder_id: UUID | str | None = None,
+    pinned: bool | None = None,
 ) -> Page[Conversation]:
-    """The user's conversations, newest activity first, keyset-paginated on
-    (last_activity_at, id) so deep pages cost the same as the first."""
-    limit = _clamp(limit)
+    """The user's conversations, pinned ones first, then newest activity first,
+    keyset-paginated on (pinned, last_activity_at, id) so deep pages cost the same as the
+    first (the indexes `conversation_owner_pinned` and, in a folder, `conversation_folder`
+    hold that order). Filters: under each of `tags` and of the `tag:` terms of `q` (any
+    case), in the folder `folder_id` (Folder.DoesNotExist unless it is the user's), pinned
+    or not; the rest of `q` matches titles. Each page reads its conversations' tags in
+    one more query."""
+    limit = page_limit(limit)
     rows = Conversation.objects.filter(owner=user)
+    if folder_id is not None:
+        # Only the owner's conversations are filed in their folders: the folder alone
+        # then reads its own index in the list's order, not the owner's whole range.
+        rows = Conversation.objects.filter(folder=folder_get(user=user, folder_id=folder_id))
     if archived is not None:
         rows = rows.filter(archived_at__isnull=not archived)
-    if q.strip():
-        rows = rows.filter(title__icontains=q.strip())
+    terms = search_terms_parse(q)
+    if terms.text:
+        rows = rows.filter(title__icontains=terms.text)
+    under = tagged_filter(user=user, names=[*tags, *terms.tags])
+    if under is None:
+        return Page(items=[], next_cursor=None)
+    rows = rows.filter(under)
+    if pinned is not None:
+        rows = rows.filter(pinned=pinned)
     if cursor:
-        when, key = _decode_cursor(cursor)
-        rows = rows.filter(Q(last_activity_at__lt=when) | Q(last_activity_at=when, id__lt=key))
-    found = list(rows.order_by("-last_activity_at", "-id")[: limit + 1])
+        rows = rows.filter(_after(cursor))
+    shown = rows.order_by("-pinned", "-last_activity_at", "-id").prefetch_related(
+        Prefetch("tags", queryset=Tag.objects.only("id", "name").order_by())
+    )
+    found = list(shown[: limit + 1])
     more = len(found) > limit
     items = found[:limit]
     return Page(items=items, next_cursor=_encode_cursor(items[-1]) if more else None)
@@ -98,7 +119,7 @@ def message_page(
     """Messages of a branch's path (the active one by default) with seq > after, in order.
     The cursor is the last seq returned, so a page never shifts when messages are appended.
     Seqs are gapless along a path, so the page is one range read segment by segment."""
-    limit, after = _clamp(limit), _after_checked(after)
+    limit, after = page_limit(limit), _after_checked(after)
     path = _branch(conversation, branch)
     found = list(path_messages(path, after=after, last=after + limit + 1))
     more = len(found) > limit
@@ -112,7 +133,7 @@ def message_rows_page(
     """`message_page` as plain dicts of MESSAGE_FIELDS, each with its `alternatives` (one
     more query for the page): a 200-message API page costs a third less without building
     a model instance per row."""
-    limit, after = _clamp(limit), _after_checked(after)
+    limit, after = page_limit(limit), _after_checked(after)
     path = _branch(conversation, branch)
     # Whether each message has files, in the same query: a page without any reads none.
     found = list(

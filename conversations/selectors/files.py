@@ -8,8 +8,7 @@ from django.db.models import Q
 
 from accounts.models import User
 from conversations.models import StoredFile
-from conversations.selectors.conversations import Page, _clamp
-from conversations.selectors.cursors import cursor_decode, cursor_encode
+from conversations.selectors.cursors import Page, cursor_decode, cursor_encode, page_limit
 
 
 def file_get(*, user: User, file_id: UUID | str) -> StoredFile:
@@ -35,7 +34,7 @@ def file_list(
 ) -> Page[StoredFile]:
     """The user's files, newest first (or oldest first), keyset-paginated on
     (created_at, id)."""
-    limit = _clamp(limit)
+    limit = page_limit(limit)
     rows = StoredFile.objects.filter(owner=user)
     position = cursor_decode(cursor) if cursor else None
     if position is not None:

@@ -3,8 +3,11 @@ model's search tool, the admin) and one snippet function.
 
 PostgreSQL: full-text search (web-search syntax: words, "phrases", -exclusions, OR) on
 the GIN-indexed `search_vector` column. Elsewhere: a case-insensitive substring match.
+`tag:name` and `tag:"two words"` in a query restrict it to conversations under that tag,
+here and in the conversation list (one parser, `search_terms_parse`).
 """
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,9 +19,37 @@ from django.db.models import F, QuerySet
 from accounts.models import User
 from conversations import sql
 from conversations.models import Message
+from conversations.selectors.organising import tagged_filter
+from conversations.services.organising_names import names_unique
 
 # The same configuration as the stored `search_vector` column (migration 0005).
 SEARCH_CONFIG = "english"
+
+# A tag filter: `tag:` (any case) at a word's start, then a quoted name or one word.
+_TAG_TERM = re.compile(r'(?<!\S)tag:(?:"([^"]*)"|(\S+))', re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SearchTerms:
+    # What is left to match as text (stripped; empty when the query held only tags).
+    text: str
+    # The tags a match must be under, each name once whatever its case.
+    tags: tuple[str, ...]
+
+
+def search_terms_parse(q: str) -> SearchTerms:
+    """`q` split into its `tag:` filters and the text around them."""
+    found: list[str] = []
+
+    def take(match: re.Match[str]) -> str:
+        quoted, word = match.groups()
+        found.append(quoted if quoted is not None else word)
+        return " "
+
+    text = _TAG_TERM.sub(take, q)
+    if not found:
+        return SearchTerms(text=q.strip(), tags=())
+    return SearchTerms(text=" ".join(text.split()), tags=tuple(names_unique(found)))
 
 
 def _query(text: str) -> SearchQuery:
@@ -55,18 +86,24 @@ class SearchHit:
 def search_hits(
     *, user: User, q: str, limit: int = 20, order: Literal["relevance", "newest"] = "relevance"
 ) -> list[SearchHit]:
-    """The user's messages matching `q` (`messages_matching`), best first or newest first.
+    """The user's messages matching `q` (`messages_matching`), best first or newest first,
+    in the conversations under each of its `tag:` filters; nothing without any text.
 
     By relevance on PostgreSQL, the newest PARLEY_SEARCH_CANDIDATES matches are ranked by
     ts_rank, with ts_headline snippets computed only for the rows returned. Otherwise
     (SQLite, or newest first) each row's snippet comes from `text_snippet`.
     """
-    q = q.strip()
+    terms = search_terms_parse(q)
+    q = terms.text
     limit = max(1, min(int(limit), SEARCH_MAX))
     if not q:
         return []
     # Not the messages of an import still storing its conversation, which is hidden.
     mine = Message.objects.filter(conversation__owner=user, conversation__import_started_at=None)
+    under = tagged_filter(user=user, names=terms.tags, field="conversation_id")
+    if under is None:
+        return []
+    mine = mine.filter(under)
     matching = messages_matching(mine.select_related(None), q)
     if connection.vendor != "postgresql" or order == "newest":
         rows = list(

@@ -3,7 +3,12 @@
 Split by subject; import them from here.
 """
 
-from conversations.services.audit import audit_record, audit_record_many, audit_search_record
+from conversations.services.audit import (
+    audit_record,
+    audit_record_each,
+    audit_record_many,
+    audit_search_record,
+)
 from conversations.services.branches import (
     branch_fork,
     branch_switch,
@@ -64,6 +69,13 @@ from conversations.services.messages import (
     title_from_message,
     user_message_append,
 )
+from conversations.services.organising import (
+    conversation_organise,
+    folder_create,
+    folder_delete,
+    folder_update,
+    organise_problems,
+)
 from conversations.services.quotas import conversation_quota_check, message_quota_take
 from conversations.services.responses import response_delete, response_input_store
 from conversations.services.shares import (
@@ -73,6 +85,7 @@ from conversations.services.shares import (
     share_open,
     share_revoke,
     share_view_count,
+    shares_revoke,
 )
 from conversations.services.tool_server_checks import tool_server_problems
 from conversations.services.tool_servers import (
@@ -99,6 +112,7 @@ __all__ = [
     "ShareNeedsSignIn",
     "StagedFile",
     "audit_record",
+    "audit_record_each",
     "audit_record_many",
     "audit_search_record",
     "branch_fork",
@@ -112,6 +126,7 @@ __all__ = [
     "conversation_fork",
     "conversation_import",
     "conversation_import_bundle",
+    "conversation_organise",
     "conversation_quota_check",
     "conversation_update",
     "conversations_delete",
@@ -130,6 +145,9 @@ __all__ = [
     "files_release",
     "files_released_sweep",
     "files_storage",
+    "folder_create",
+    "folder_delete",
+    "folder_update",
     "imports_abandoned_delete",
     "message_append",
     "message_batch_append",
@@ -138,6 +156,7 @@ __all__ = [
     "message_quota_take",
     "message_replace",
     "messages_append",
+    "organise_problems",
     "reply_regenerate_prepare",
     "response_delete",
     "response_input_store",
@@ -148,6 +167,7 @@ __all__ = [
     "share_open",
     "share_revoke",
     "share_view_count",
+    "shares_revoke",
     "title_from_message",
     "tool_credential_clear",
     "tool_credential_set",

@@ -40,6 +40,17 @@ def audit_record_many(
 ) -> int:
     """One event per `(conversation id, owner id)`, in one INSERT: used by the bulk actions,
     which never load whole conversations just to write their trail."""
+    return audit_record_each(
+        actor=actor,
+        action=action,
+        rows=((conversation_id, owner_id, reason) for conversation_id, owner_id in conversations),
+    )
+
+
+def audit_record_each(
+    *, actor: User | None, action: str, rows: Iterable[tuple[UUID, int, str]]
+) -> int:
+    """One event per `(conversation id, owner id, reason)`, in one INSERT."""
     username = actor.get_username() if actor else ""
     events = [
         AuditEvent(
@@ -50,7 +61,7 @@ def audit_record_many(
             owner_id=owner_id,
             reason=reason,
         )
-        for conversation_id, owner_id in conversations
+        for conversation_id, owner_id, reason in rows
     ]
     AuditEvent.objects.bulk_create(events)
     return len(events)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import DatabaseError
+from django.db.models import prefetch_related_objects
 
 from accounts.models import User
 from config.log_context import exception_for_log
@@ -94,6 +95,9 @@ class ChatGPTImportReport:
         return f"Imported {self.imported} of {total} conversation(s)."
 
     def payload(self) -> dict[str, Any]:
+        # Their tags in one query, not one per conversation.
+        stored = [result.conversation for result in self.results if result.conversation]
+        prefetch_related_objects(stored, "tags")
         return {
             "results": [result.payload() for result in self.results],
             "imported": self.imported,

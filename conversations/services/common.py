@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from accounts.models import User
 from conversations.errors import Problem, ValidationFailed
 
 
@@ -18,3 +19,10 @@ UNSET: Any = _Unset()
 def raise_if(problems: list[Problem]) -> None:
     if problems:
         raise ValidationFailed(problems)
+
+
+def owner_lock(owner_id: int) -> None:
+    """Lock the owner's row for the rest of the transaction: the writes that count what a
+    user has (files' bytes, folders, tags) take turns per user, so two at once cannot
+    both take the last place."""
+    list(User.objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True))

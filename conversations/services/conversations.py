@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,6 +14,7 @@ from conversations.errors import Problem
 from conversations.models import Conversation, default_tools
 from conversations.services.common import UNSET, raise_if
 from conversations.services.files import files_release
+from conversations.services.organising import conversation_organise, organise_problems
 from conversations.services.quotas import conversation_quota_check
 from conversations.services.runs import runs_end_with_conversations
 from conversations.tools.registry import tool_names_problems
@@ -69,8 +71,12 @@ def conversation_update(
     temperature: float | None = UNSET,
     max_output_tokens: int | None = UNSET,
     vision: bool = UNSET,
+    pinned: bool = UNSET,
+    folder_id: UUID | str | None = UNSET,
+    tags: list[str] = UNSET,
 ) -> Conversation:
-    """Change the settings that were passed; leave the rest untouched."""
+    """Change the settings that were passed; leave the rest untouched. The pin, folder and
+    tags (`conversation_organise`) change in the same transaction: all or nothing."""
     checks: dict[str, Callable[[Any], list[Problem]]] = {
         "title": validation.title_problems,
         "system_prompt": validation.system_prompt_problems,
@@ -98,18 +104,28 @@ def conversation_update(
         problems += checks[name](value)
     if archived is not UNSET and not isinstance(archived, bool):
         problems.append(Problem("$.archived", "must be true or false"))
+    organising: dict[str, Any] = {
+        name: value
+        for name, value in {"pinned": pinned, "folder_id": folder_id, "tags": tags}.items()
+        if value is not UNSET
+    }
+    problems += organise_problems(**organising)
     raise_if(problems)
 
     if "title" in changes:
         changes["title"] = changes["title"].strip()
     if archived is not UNSET and archived != (conversation.archived_at is not None):
         changes["archived_at"] = timezone.now() if archived else None
-    if not changes:
+    if not changes and not organising:
         return conversation
-    changes["updated_at"] = timezone.now()
-    for name, value in changes.items():
-        setattr(conversation, name, value)
     with transaction.atomic():
+        if organising:
+            conversation_organise(conversation=conversation, **organising)
+        if not changes:
+            return conversation
+        changes["updated_at"] = timezone.now()
+        for name, value in changes.items():
+            setattr(conversation, name, value)
         conversation.save(update_fields=list(changes))
         notifications.notify(
             conversation.pk,

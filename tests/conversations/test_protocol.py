@@ -16,7 +16,9 @@ def test_every_event_type_and_notification_has_one_declaration():
     names = {
         value
         for name, value in vars(notifications).items()
-        if name.isupper() and isinstance(value, str) and value.startswith("conversation")
+        if name.isupper()
+        and isinstance(value, str)
+        and value.startswith(("conversation", "folders"))
     }
     assert set(protocol.NOTIFICATIONS) == names
     assert set(protocol.RUN_EVENTS) | set(protocol.NOTIFICATIONS) <= set(protocol.SOCKET_FRAMES)

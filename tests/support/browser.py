@@ -58,6 +58,16 @@ def log_in(context: BrowserContext, stack: Stack, user: User) -> None:
     )
 
 
+def page_watched(context: BrowserContext) -> Page:
+    """A new page that keeps its script errors in `page.errors`: a broken module would
+    otherwise just hang or show an empty page."""
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors  # type: ignore[attr-defined]
+    return page
+
+
 def assistant_texts(page: Page) -> list[str]:
     return page.locator("article.message.assistant .content").all_inner_texts()
 

@@ -130,8 +130,8 @@ def exercise(*calls: Any, invalid: Any = None, spends: bool = True) -> Exercise:
 @dataclass
 class World:
     """The owner's things every entry point is exercised on: a conversation holding one
-    finished turn (whose run is also a response) and a share link of it, a spare API key
-    and a file."""
+    finished turn (whose run is also a response) and a share link of it, a spare API key,
+    a file and a folder."""
 
     conversation: Conversation
     ids: dict[str, str]
@@ -160,6 +160,7 @@ def world_build(owner: User) -> World:
     stored = file_make(owner, b"A note about cats.", "note.txt")
     conversation.refresh_from_db()
     share, token = services.share_create(conversation=conversation, user=owner)
+    folder = services.folder_create(owner=owner, name="Pets")
     ids = {
         "conversation": str(conversation.pk),
         "user": str(user.pk),
@@ -174,6 +175,7 @@ def world_build(owner: User) -> World:
         "file_oai": f"file-{stored.pk.hex}",
         "share": str(share.pk),
         "token": token,
+        "folder": str(folder.pk),
     }
     export = "".join(exporting.export_json_chunks(conversation))
     return World(conversation=conversation, ids=ids, export=export)

@@ -10,7 +10,14 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 
 from accounts.models import User
 from conversations.models import Run
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, Stack, log_in
+from tests.support.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    TIMEOUT_MS,
+    Stack,
+    log_in,
+    page_watched,
+)
 from tests.support.fake_openai import FakeOpenAI
 from tests.support.web_server import web_start
 from tests.support.workers import worker_start
@@ -92,12 +99,8 @@ def runs_settle(*, seconds: float) -> None:
 
 @pytest.fixture
 def page(context: BrowserContext) -> Page:
-    page = context.new_page()
     # Script errors on the page fail the test: a broken module would otherwise just hang.
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.errors = errors  # type: ignore[attr-defined]
-    return page
+    return page_watched(context)
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from conversations import selectors, services
 from conversations.api import serializers as s
 from conversations.api.base import (
     ApiView,
+    choice_param,
     idempotent,
     int_param,
     page_response,
@@ -47,15 +48,36 @@ def _archived(request: Request) -> bool | None:
     return choices[raw]
 
 
+def _pinned(request: Request) -> bool | None:
+    raw = request.query_params.get("pinned")
+    if raw is None:
+        return None
+    return choice_param(request, "pinned", ["true", "false"], "") == "true"
+
+
 class ConversationListView(ApiView):
     @extend_schema(
         operation_id="conversations_list",
         summary="List your conversations",
-        description="Newest activity first, cursor-paginated.",
+        description="Pinned ones first, then newest activity first, cursor-paginated.",
         parameters=[
-            OpenApiParameter("q", str, description="Case-insensitive title search."),
+            OpenApiParameter(
+                "q",
+                str,
+                description='Case-insensitive title search; `tag:name` or `tag:"two words"` '
+                "in it keeps the conversations under that tag.",
+            ),
             OpenApiParameter(
                 "archived", str, enum=["false", "true", "all"], description="Default false."
+            ),
+            OpenApiParameter("tag", str, description="Under this tag (any case)."),
+            OpenApiParameter(
+                "folder",
+                OpenApiTypes.UUID,
+                description="In this folder of yours; another's or an unknown id is a 404.",
+            ),
+            OpenApiParameter(
+                "pinned", str, enum=["true", "false"], description="Only pinned ones, or none."
             ),
             OpenApiParameter("cursor", str, description="The `next` link's cursor."),
             OpenApiParameter("limit", int, description="1..200, default 50."),
@@ -69,6 +91,9 @@ class ConversationListView(ApiView):
             q=request.query_params.get("q", ""),
             cursor=request.query_params.get("cursor") or None,
             limit=min(int_param(request, "limit", 50, minimum=1), selectors.MAX_PAGE),
+            tags=[name for name in request.query_params.getlist("tag") if name.strip()],
+            folder_id=request.query_params.get("folder") or None,
+            pinned=_pinned(request),
         )
         return page_response(
             request,
@@ -109,12 +134,16 @@ class ConversationDetailView(ApiView):
     @extend_schema(
         operation_id="conversations_update",
         summary="Change a conversation's settings",
-        description="Only the fields sent change. `archived` archives or restores it; "
-        "`active_branch_id` shows another branch (409 while a reply is being generated).",
+        description="Only the fields sent change, all or nothing. `archived` archives or "
+        "restores it; `active_branch_id` shows another branch (409 while a reply is being "
+        "generated); `pinned`, `folder_id` and `tags` (the whole list) organise it.",
         request=s.ConversationUpdateIn,
         responses=s.ConversationOut,
         examples=[
             OpenApiExample("Rename", value={"title": "Trip to Lisbon"}, request_only=True),
+            OpenApiExample(
+                "Organise", value={"pinned": True, "tags": ["travel", "2026"]}, request_only=True
+            ),
             OpenApiExample(
                 "Switch branch",
                 value={"active_branch_id": "0b7f3c1e-5d2a-4e8b-9c6f-1a2b3c4d5e6f"},

@@ -75,7 +75,8 @@ class ExportView(ApiView):
         operation_id="conversations_export",
         summary="Download a conversation",
         description="`json`: the lossless export, importable: version 2 by default (every "
-        "branch, each message's branch, the active branch), or with `version=1` the active "
+        "branch, each message's branch, the active branch, the tags, pin and folder by "
+        "name), or with `version=1` the active "
         "branch's path alone as a version 1 document; `markdown`: for people (the active "
         "path, other versions noted where they branch off, files as links to their "
         "`content`); `jsonl`: one line in OpenAI's chat fine-tuning format (the active "

@@ -15,7 +15,9 @@ class SearchView(ApiView):
         operation_id="search",
         summary="Search your messages",
         description='PostgreSQL: full-text search (words, "quoted phrases", -exclusions, '
-        "OR), best matches first. SQLite: a case-insensitive substring match, newest first.",
+        "OR), best matches first. SQLite: a case-insensitive substring match, newest first. "
+        '`tag:name` or `tag:"two words"` in `q` keeps the conversations under that tag; '
+        "`q` needs words to search for besides.",
         parameters=[
             OpenApiParameter("q", str, required=True),
             OpenApiParameter("limit", int, description="1..50, default 20."),
@@ -28,6 +30,10 @@ class SearchView(ApiView):
             raise ValidationFailed([Problem("$.query.q", "must not be empty")])
         if "\x00" in q:
             raise ValidationFailed([Problem("$.query.q", "contains a NUL character")])
+        if not selectors.search_terms_parse(q).text:
+            raise ValidationFailed(
+                [Problem("$.query.q", "must hold words to search for besides its tag: filters")]
+            )
         limit = min(int_param(request, "limit", 20, minimum=1), selectors.SEARCH_MAX)
         hits = selectors.search_hits(user=request.user, q=q, limit=limit)  # type: ignore[arg-type]
         results = [

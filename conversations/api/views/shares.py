@@ -3,20 +3,25 @@ snapshot (`shared/<token>/`) and, signed in, continues it in their own account."
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from conversations import selectors, services
 from conversations.api import share_serializers as ss
-from conversations.api.base import ApiView, idempotent, page_response
+from conversations.api.base import ApiView, idempotent, int_param, page_response
 from conversations.api.base import conversation_for as _conversation
 from conversations.api.base import valid_body as _valid
 from conversations.api.serializers import ConversationOut
-from conversations.models import Share
-from conversations.serializers import conversation_payload, message_row_payload
+from conversations.models import Conversation, Share
+from conversations.serializers import conversation_payload, shared_message_payload
 from conversations.throttles import ShareViews
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("cursor", str, description="The `next` link's cursor."),
+    OpenApiParameter("limit", int, description="1..200, default 50."),
+]
 
 
 def share_payload(share: Share, *, token: str | None = None) -> dict[str, Any]:
@@ -27,7 +32,7 @@ def share_payload(share: Share, *, token: str | None = None) -> dict[str, Any]:
 
     return {
         "id": str(share.id),
-        "url": f"/s/{token}/" if token else None,
+        "url": selectors.share_link_path(token) if token else None,
         "audience": share.audience,
         "expires_at": when(share.expires_at),
         "revoked_at": when(share.revoked_at),
@@ -38,13 +43,27 @@ def share_payload(share: Share, *, token: str | None = None) -> dict[str, Any]:
     }
 
 
+def _shares_page(request: Request, *, conversation: Conversation | None) -> Response:
+    page = selectors.share_page(
+        user=request.user,
+        conversation=conversation,
+        cursor=request.query_params.get("cursor") or None,
+        limit=int_param(request, "limit", 50, minimum=1),
+    )
+    return page_response(
+        request,
+        [share_payload(share) for share in page.items],
+        {"cursor": page.next_cursor} if page.next_cursor else None,
+    )
+
+
 def shared_payload(share: Share) -> dict[str, Any]:
     """What a link shows: the title and the snapshot's messages, nothing of the owner."""
     rows = selectors.share_rows(share=share)
     return {
         "title": share.conversation.title,
         "created_at": share.created_at.isoformat(),
-        "messages": [message_row_payload(row) for row in rows],
+        "messages": [shared_message_payload(row) for row in rows],
     }
 
 
@@ -62,12 +81,12 @@ class ConversationShareListView(ApiView):
         operation_id="conversation_shares_list",
         summary="List a conversation's share links",
         description="Newest first, revoked and expired ones included; no `url`.",
+        parameters=PAGE_PARAMETERS,
         responses=ss.SharePage,
     )
     def get(self, request: Request, conversation_id: str) -> Response:
         conversation = _conversation(request, conversation_id)
-        shares = selectors.shares_for_user(user=request.user, conversation=conversation)
-        return page_response(request, [share_payload(share) for share in shares], None)
+        return _shares_page(request, conversation=conversation)
 
     @extend_schema(
         operation_id="conversation_shares_create",
@@ -106,11 +125,11 @@ class ShareListView(ApiView):
         operation_id="shares_list",
         summary="List your share links",
         description="Of every conversation, newest first, revoked and expired ones included.",
+        parameters=PAGE_PARAMETERS,
         responses=ss.SharePage,
     )
     def get(self, request: Request) -> Response:
-        shares = selectors.shares_for_user(user=request.user)
-        return page_response(request, [share_payload(share) for share in shares], None)
+        return _shares_page(request, conversation=None)
 
 
 class ShareDetailView(ApiView):

@@ -58,7 +58,8 @@ class ItemsView(InputView):
         with files_stored(user=user, read=read) as messages, read.named():
             rows = services.message_batch_append(conversation=conversation, messages=messages)
         shown = rows_with_files([selectors.message_row(row) for row in rows])
-        items = [item for row in shown for item in message_items(row)]
+        owner = conversation.owner_id
+        items = [item for row in shown for item in message_items(row, owner_id=owner)]
         return Response(item_list(items, has_more=False))
 
 

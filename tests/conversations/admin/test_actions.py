@@ -156,8 +156,8 @@ def test_delete_of_many_messages_is_one_statement_per_table(owner, moderator):
             actor=moderator, queryset=Conversation.objects.filter(owner=owner)
         )
     deletes = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("DELETE")]
-    # messages, attachments, branches, runs, share links, conversations
-    assert len(deletes) == 6
+    # messages, attachments, branches, runs, share links, tags, conversations
+    assert len(deletes) == 7
     assert not Conversation.objects.filter(pk__in=[c.pk for c in conversations]).exists()
     assert not Message.objects.exists()
 

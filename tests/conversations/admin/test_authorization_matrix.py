@@ -18,7 +18,7 @@ from django.urls import reverse
 from accounts import services as account_services
 from accounts.models import ApiKey, User
 from conversations import services
-from conversations.models import AuditEvent, Conversation, Message, Run, StoredFile
+from conversations.models import AuditEvent, Conversation, Message, Run, Share, StoredFile
 from conversations.services import NewMessage
 from tests.support.admin import client_for
 from tests.support.files import file_make
@@ -40,8 +40,9 @@ MARKERS = {
 }
 
 VIEW = ["view_conversation", "view_message", "view_run", "view_auditevent"]
-VIEW += ["view_user", "view_apikey"]
+VIEW += ["view_user", "view_apikey", "view_share"]
 MODERATE = [*VIEW, "change_conversation", "delete_conversation", "change_run", "change_apikey"]
+MODERATE += ["add_share", "change_share"]
 ROLES: dict[str, list[str] | None] = {
     "anonymous": None,
     "owner": None,
@@ -64,6 +65,7 @@ class World:
     event: AuditEvent
     key: ApiKey
     file: StoredFile
+    share: Share
 
 
 def build_world(owner: User) -> World:
@@ -108,7 +110,8 @@ def build_world(owner: User) -> World:
     )
     key, _secret = account_services.api_key_create(owner=owner, name="laptop")
     message = conversation.messages.get(seq=1)
-    return World(owner, conversation, message, run, event, key, file)
+    share, _token = services.share_create(conversation=conversation, user=owner)
+    return World(owner, conversation, message, run, event, key, file, share)
 
 
 def visitor(role: str, owner: User) -> Client:
@@ -185,13 +188,14 @@ def pages(world: World) -> list[tuple[str, str, str | None]]:
         ("conversations", "auditevent", e, "view_auditevent"),
         ("accounts", "user", u, "view_user"),
         ("accounts", "apikey", k, "view_apikey"),
+        ("conversations", "share", world.share.pk, "view_share"),
     ]:
         found += [
             (f"{model} list", reverse(f"admin:{app}_{model}_changelist"), permission),
             (f"{model} detail", reverse(f"admin:{app}_{model}_change", args=[pk]), permission),
             (f"{model} history", reverse(f"admin:{app}_{model}_history", args=[pk]), permission),
         ]
-    for model, pk in [("message", m), ("run", r), ("auditevent", e)]:
+    for model, pk in [("message", m), ("run", r), ("auditevent", e), ("share", world.share.pk)]:
         found += [
             (f"{model} add", reverse(f"admin:conversations_{model}_add"), "never"),
             (
@@ -271,6 +275,13 @@ ACTIONS = {
     "export_csv": ("conversations_conversation", "view_transcript", {}),
     "cancel_runs": ("conversations_run", "change_run", {}),
     "revoke_keys": ("accounts_apikey", "change_apikey", {}),
+    # Making a link shows the transcript to whoever holds it.
+    "create_share_link": (
+        "conversations_conversation",
+        "view_transcript",
+        {"audience": "signed_in", "expires": "7"},
+    ),
+    "revoke_shares": ("conversations_share", "change_share", {}),
     "user delete_selected": ("accounts_user", "delete_user", {"post": "yes"}),
 }
 
@@ -283,6 +294,8 @@ def selected(action: str, world: World) -> str:
         return str(world.key.pk)
     if changelist == "accounts_user":
         return str(world.owner.pk)
+    if changelist == "conversations_share":
+        return str(world.share.pk)
     return str(world.conversation.pk)
 
 
@@ -300,6 +313,10 @@ def happened(action: str, world: World) -> bool:
         return ApiKey.objects.get(pk=world.key.pk).revoked_at is not None
     if action == "user delete_selected":
         return not User.objects.filter(pk=world.owner.pk).exists()
+    if action == "create_share_link":
+        return Share.objects.filter(conversation=world.conversation).count() == 2
+    if action == "revoke_shares":
+        return Share.objects.get(pk=world.share.pk).revoked_at is not None
     return AuditEvent.objects.filter(action=AuditEvent.Action.EXPORTED).exists()
 
 

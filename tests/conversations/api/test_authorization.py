@@ -40,6 +40,7 @@ class World:
     file_id: str
     server_id: str
     share_id: str
+    folder_id: str
     export: bytes
     clients: dict[str, APIClient] = field(default_factory=dict)
 
@@ -69,6 +70,10 @@ def world(owner, outsider, as_user, with_key, settings, monkeypatch) -> World:
     listings_fake(monkeypatch)
     server = server_make("planning", auth="per_user", groups=["planners"])
     share, _ = services.share_create(conversation=conversation, user=owner)
+    folder = services.folder_create(owner=owner, name="Secret plans folder")
+    services.conversation_organise(
+        conversation=conversation, folder_id=folder.pk, tags=["Secret plans tag"]
+    )
     member_of(owner, "planners")
     return World(
         owner=owner,
@@ -79,6 +84,7 @@ def world(owner, outsider, as_user, with_key, settings, monkeypatch) -> World:
         file_id=str(stored.pk),
         server_id=str(server.pk),
         share_id=str(share.pk),
+        folder_id=str(folder.pk),
         export="".join(exporting.export_json_chunks(conversation)).encode(),
         clients={
             "owner_session": as_user(owner),
@@ -146,6 +152,11 @@ MATRIX: dict[tuple[str, str], Case] = {
     ("post", f"{C}/shares/"): Case(201, 404, {"audience": "signed_in"}),
     ("get", "/api/v1/shares/"): Case(200, 200),
     ("delete", "/api/v1/shares/{share_id}/"): Case(204, 404),
+    ("get", "/api/v1/folders/"): Case(200, 200),
+    ("post", "/api/v1/folders/"): Case(201, 201, {"name": "Plans"}),
+    ("patch", "/api/v1/folders/{folder_id}/"): Case(200, 404, {"name": "Renamed"}),
+    ("delete", "/api/v1/folders/{folder_id}/"): Case(204, 404),
+    ("get", "/api/v1/tags/"): Case(200, 200),
 }
 # Opened by a link's token, not by who asks: anyone holding a `public` link may read it,
 # so they are not cases of this matrix (tests/conversations/api/test_shares.py).
@@ -184,6 +195,7 @@ def _url(path: str, world: World) -> str:
         file_id=world.file_id,
         server_id=world.server_id,
         share_id=world.share_id,
+        folder_id=world.folder_id,
     )
     return url + "?q=swordfish" if url.endswith("/search/") else url
 

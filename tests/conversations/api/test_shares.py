@@ -14,30 +14,16 @@ from conversations import services
 from conversations.models import Conversation, Message, Share
 from conversations.services import NewMessage
 from tests.support.api import error_of
+from tests.support.shares import SECRET_DRAFT, SECRET_PROMPT, chat_to_share
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_url")]
 
 UNKNOWN = "00000000-0000-4000-8000-000000000000"
-SECRET_PROMPT = "Owner's secret system prompt"
-SECRET_DRAFT = "owner's unsent draft"
 
 
 @pytest.fixture
 def chat(owner) -> Conversation:
-    """The owner's conversation of two turns, with a system prompt and a draft."""
-    conversation = services.conversation_create(
-        owner=owner, title="Cats", system_prompt=SECRET_PROMPT
-    )
-    services.messages_append(
-        conversation=conversation,
-        messages=[
-            NewMessage(role="user", content="Why do cats purr?"),
-            NewMessage(role="assistant", content="Mostly contentment."),
-        ],
-    )
-    services.conversation_draft_update(conversation=conversation, draft=SECRET_DRAFT)
-    conversation.refresh_from_db()
-    return conversation
+    return chat_to_share(owner)
 
 
 def share(api: APIClient, conversation: Conversation, **body: Any) -> dict[str, Any]:
@@ -275,3 +261,89 @@ def test_reads_of_links_are_limited_per_client(api, chat):
 
     assert codes[:60] == [200] * 60
     assert codes[60] == 429
+
+
+def _with_model_context(conversation: Conversation) -> None:
+    """A notice of the owner's draft edit and a context event between the turns: stored
+    for the model, never part of the transcript a reader sees."""
+    services.messages_append(
+        conversation=conversation,
+        messages=[
+            NewMessage(
+                role="system",
+                kind=Message.Kind.DRAFT_EDIT,
+                content=f'[user edited the draft to: "{SECRET_DRAFT}"]',
+            ),
+            NewMessage(role="system", kind=Message.Kind.EVENT, content="[owner opened file x]"),
+            NewMessage(role="user", content="And lions?"),
+            NewMessage(role="assistant", content="They roar.", usage={"input_tokens": 7}),
+        ],
+    )
+
+
+def test_a_reader_sees_the_transcript_and_none_of_the_owners_records(api, chat):
+    _with_model_context(chat)
+    token = token_of(share(api, chat))
+
+    body = read(APIClient(), token).json()
+
+    assert [m["content"] for m in body["messages"]] == [
+        "Why do cats purr?",
+        "Mostly contentment.",
+        "And lions?",
+        "They roar.",
+    ]
+    assert SECRET_DRAFT not in str(body)
+    for message in body["messages"]:
+        assert not {"conversation_id", "branch_id", "run_id", "usage", "provider_payload"} & set(
+            message
+        )
+    assert str(chat.pk) not in str(body)
+
+
+def test_continue_copies_what_the_reader_sees_with_gapless_seqs(api, chat, outsider, as_user):
+    _with_model_context(chat)
+    token = token_of(share(api, chat))
+
+    copy_id = as_user(outsider).post(f"/api/v1/shared/{token}/continue/").json()["id"]
+
+    copy = Conversation.objects.get(pk=copy_id)
+    rows = list(Message.objects.filter(conversation=copy).order_by("seq").values("seq", "content"))
+    assert [row["seq"] for row in rows] == [1, 2, 3, 4]
+    assert SECRET_DRAFT not in str(rows)
+    assert copy.message_count == 4
+    page = as_user(outsider).get(f"/api/v1/conversations/{copy_id}/messages/").json()
+    assert [m["content"] for m in page["results"]][-1] == "They roar."
+
+
+def test_a_conversation_has_at_most_the_configured_open_links(api, chat, settings):
+    settings.PARLEY_MAX_SHARES_PER_CONVERSATION = 2
+    first = share(api, chat)
+    share(api, chat, expires_at=(timezone.now() + timedelta(days=1)).isoformat())
+
+    refused = api.post(f"/api/v1/conversations/{chat.pk}/shares/", {}, format="json")
+
+    assert refused.status_code == 400
+    assert "revoke one first" in str(error_of(refused))
+    assert Share.objects.count() == 2
+    # A revoked link no longer counts.
+    assert api.delete(f"/api/v1/shares/{first['id']}/").status_code == 204
+    share(api, chat)
+
+
+def test_share_lists_come_a_page_at_a_time(api, chat):
+    made = [share(api, chat)["id"] for _ in range(5)]
+
+    seen: list[str] = []
+    url: str | None = "/api/v1/shares/?limit=2"
+    while url:
+        body = api.get(url).json()
+        assert len(body["results"]) <= 2
+        seen += [item["id"] for item in body["results"]]
+        url = body["next"]
+    first = api.get(f"/api/v1/conversations/{chat.pk}/shares/?limit=3").json()
+
+    assert seen == list(reversed(made))
+    assert [item["id"] for item in first["results"]] == list(reversed(made))[:3]
+    assert first["next"] is not None
+    assert api.get("/api/v1/shares/?cursor=garbage").status_code == 400

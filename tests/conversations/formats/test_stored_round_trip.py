@@ -1,8 +1,8 @@
 """Whatever is stored exports and imports back: random histories written through the
 public doors (the OpenAI-compatible API's items, and the services behind sends, replies,
-edits, regenerations, switches and settings), exported, imported by the same user or
-another, and exported again, come back the same apart from what the format says an
-import changes (ids, the export time)."""
+edits, regenerations, switches, settings and organising), exported, imported by the same
+user or another, and exported again, come back the same apart from what the format says
+an import changes (ids, the export time)."""
 
 import json
 from typing import Any
@@ -22,6 +22,7 @@ from conversations.formats import exporting
 from conversations.models import Conversation, Message
 from conversations.openai_api import ids
 from conversations.services import NewMessage
+from conversations.services.organising_names import folder_ensure
 from tests.support.conversations import BUILTIN_TOOLS, refetch, row_counts
 from tests.support.documents import export_comparable
 from tests.support.openai_api import body_of
@@ -70,8 +71,11 @@ _writes = st.one_of(
     ),
     st.tuples(st.just("answer"), _pick, _text, st.none() | _name),
 )
-# ...and what forks, switches, refuses or changes settings, less often.
+# Tag and folder names, some differing only in case (one name to the importer's account).
+_label = st.text(st.sampled_from("aAbBéÉ🦜-"), min_size=1, max_size=6)
+# ...and what forks, switches, refuses, changes settings or files it, less often.
 _others = st.one_of(
+    st.tuples(st.just("organise"), st.lists(_label, max_size=4), st.none() | _label, st.booleans()),
     st.tuples(st.just("stray answer"), st.booleans()),
     st.tuples(st.just("delete"), _pick),
     st.tuples(st.just("edit"), _pick, _nonblank),
@@ -242,6 +246,15 @@ class _Writer:
             max_output_tokens=max_tokens,
             metadata=metadata,
             tools=tools,
+        )
+
+    def op_organise(self, tags, folder, pinned) -> None:
+        owner = self.conversation.owner
+        services.conversation_update(
+            conversation=self.conversation,
+            tags=tags,
+            pinned=pinned,
+            folder_id=folder_ensure(owner=owner, name=folder).pk if folder else None,
         )
 
 

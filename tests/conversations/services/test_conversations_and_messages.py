@@ -280,10 +280,10 @@ def test_delete_removes_everything_without_loading_messages(conversation, owner)
 
     sql = [q["sql"].upper() for q in queries.captured_queries]
     # One DELETE per table, no SELECT of message rows into Python, a bounded query count
-    # (one UPDATE marks the files its messages used for the sweep; its share links go in
-    # one DELETE of their own).
+    # (one UPDATE marks the files its messages used for the sweep; its share links and its
+    # tags go in one DELETE each).
     assert not any(s.startswith("SELECT") and "CONVERSATIONS_MESSAGE" in s for s in sql)
-    assert len(sql) <= 12
+    assert len(sql) <= 13
     assert not Message.objects.filter(conversation_id=conversation.pk).exists()
     assert not Run.objects.filter(conversation_id=conversation.pk).exists()
     assert Message.objects.filter(conversation=other).count() == 3

@@ -9,12 +9,13 @@ import { clearProblem, showProblem } from "./problems.js";
 
 const FEEDBACK_MS = 1500;
 
-export function actionBar(article) {
+// `readOnly` (a shared page's transcript): Copy only.
+export function actionBar(article, { readOnly = false } = {}) {
   const bar = document.createElement("div");
   bar.className = "message-actions";
-  bar.innerHTML = `${article ? extraAction(article) : ""}
+  bar.innerHTML = `${article && !readOnly ? extraAction(article) : ""}
     <button type="button" data-action="copy">Copy</button>
-    <button type="button" data-action="fork">Fork to new chat</button>
+    ${readOnly ? "" : '<button type="button" data-action="fork">Fork to new chat</button>'}
     <span class="action-status visually-hidden" role="status"></span>`;
   return bar;
 }
@@ -38,7 +39,7 @@ export async function copyText(text) {
 
 // The API's problems in words: "message 3 is inside a tool call group …" (the fork point
 // itself), "branch_id: must be a UUID" (any other field).
-function problemText(error) {
+export function problemText(error) {
   const problems = (error.details && error.details.problems) || [];
   if (!problems.length) return error.message;
   return problems

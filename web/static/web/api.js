@@ -50,6 +50,17 @@ export async function api(path, { method = "GET", body, contentType = "applicati
   return data;
 }
 
+// Every item of a list answer, page after page: for the short lists (folders, tags).
+export async function apiAll(path) {
+  const items = [];
+  for (let next = path; next; ) {
+    const page = await api(next);
+    items.push(...page.results);
+    next = page.next;
+  }
+  return items;
+}
+
 // The API's error body (`{"error": {code, message, details}}`) as an ApiError.
 function refusal(status, data) {
   const error = (data && data.error) || {};

@@ -13,6 +13,7 @@ import { Importer } from "./importer.js";
 import { Navigation } from "./navigation.js";
 import { setSidebar, setUpPanels } from "./panels.js";
 import { editSettings } from "./settings.js";
+import { openShareDialog } from "./shares.js";
 import { Sidebar } from "./sidebar.js";
 import { ConversationSocket } from "./socket.js";
 import { CREDENTIAL_WANTED } from "./tool_cards.js";
@@ -90,6 +91,7 @@ function flash(text) {
 
 function setConversation(conversation) {
   state.conversation = conversation;
+  $("share-button").disabled = !conversation; // nothing to share before the first message
   if (!conversation) {
     $("chat-title").textContent = "New chat";
     document.title = "Parley";
@@ -211,6 +213,8 @@ function handleFrame(frame) {
   switch (frame.type) {
     case "conversation.connected":
       catchUp(frame);
+      // What other tabs organised while no socket listened.
+      if (frame.reconnected) sidebar.organiser.refresh();
       break;
     case "conversation.message":
       if (!branches.accepts(frame.message)) break;
@@ -235,6 +239,10 @@ function handleFrame(frame) {
     case "conversations.deleted":
       // Deleted elsewhere (another tab, the API, a moderator): gone from this list too.
       for (const id of frame.conversation_ids) sidebar.remove(id);
+      break;
+    case "conversation.organised": // pins, folders and tags changed in any tab
+    case "folders.changed":
+      sidebar.organiser.follow(frame);
       break;
     case "conversation.deleted":
     case "socket.gone":
@@ -393,6 +401,9 @@ async function openSettings(options = {}) {
 }
 
 $("settings-button").addEventListener("click", () => openSettings());
+$("share-button").addEventListener("click", () => {
+  if (state.conversation) openShareDialog(state.conversation, { opener: $("share-button") });
+});
 // A tool card whose call lacked the user's token opens the settings at that server.
 messagesBox.addEventListener(CREDENTIAL_WANTED, (event) => openSettings({ focusServer: event.detail.server }));
 

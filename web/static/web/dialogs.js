@@ -15,6 +15,13 @@ export function ask({ title, text = "", label = "", value = null, ok = "OK", dan
   const okButton = box.querySelector("#ask-ok");
   okButton.textContent = ok;
   okButton.className = danger ? "danger" : "primary";
+  // Enter in the field answers OK: the form's default button (the first) is Cancel.
+  input.onkeydown = (event) => {
+    if (event.key === "Enter" && !event.isComposing) {
+      event.preventDefault();
+      okButton.click();
+    }
+  };
   box.returnValue = "";
   return new Promise((resolve) => {
     box.addEventListener(

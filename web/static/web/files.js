@@ -35,7 +35,33 @@ function contentUrl(id) {
   return `/api/v1/files/${encodeURIComponent(id)}/content`;
 }
 
+// A file's name and size, as its chip and its upload show them.
+export function nameAndSize(filename, bytes) {
+  const name = document.createElement("span");
+  name.className = "attachment-name";
+  name.textContent = filename;
+  const size = document.createElement("span");
+  size.className = "attachment-size";
+  size.textContent = sizeText(bytes);
+  return [name, size];
+}
+
+// A file's chip: its icon, name and size.
+function fileChip(chip, file) {
+  chip.classList.add("file");
+  chip.append(fileIcon(), ...nameAndSize(file.filename, file.size));
+  return chip;
+}
+
+// A file without an id is named only: its bytes are not this page's to fetch (a shared
+// page's reader), so images show as chips too.
 function attachmentLink(file) {
+  if (!file.id) {
+    const chip = document.createElement("span");
+    chip.className = "attachment named";
+    chip.title = `${file.filename} (${sizeText(file.size)}), not available here`;
+    return fileChip(chip, file);
+  }
   const link = document.createElement("a");
   link.href = contentUrl(file.id);
   link.className = "attachment";
@@ -53,16 +79,8 @@ function attachmentLink(file) {
     link.append(image);
     return link;
   }
-  link.classList.add("file");
   link.download = file.filename;
-  const name = document.createElement("span");
-  name.className = "attachment-name";
-  name.textContent = file.filename;
-  const size = document.createElement("span");
-  size.className = "attachment-size";
-  size.textContent = sizeText(file.size);
-  link.append(fileIcon(), name, size);
-  return link;
+  return fileChip(link, file);
 }
 
 // Draw (or redraw) `element`'s files under its text; a message drawn twice with the same

@@ -1,7 +1,11 @@
 // The conversation list: pages load as the list is scrolled, a search box (titles and
-// message text), archived view, and per-conversation rename/archive/export/delete.
+// message text), archived view, and per-conversation rename/archive/export/delete. Pins,
+// tags and folders (the list's order, filters and menu entries) are organise.js's.
 import { api } from "./api.js";
 import { ask } from "./dialogs.js";
+import { Organiser } from "./organise.js";
+import { closingMenus } from "./sections.js";
+import { openShareDialog } from "./shares.js";
 
 const PAGE = 30;
 
@@ -19,6 +23,7 @@ export class Sidebar {
     this.loading = false;
     this.generation = 0; // answers to an outdated query are dropped
     this.items = new Map();
+    this.organiser = new Organiser(this); // pins, tags, folders (organise.js)
 
     document.getElementById("search-form").addEventListener("submit", (e) => e.preventDefault());
     let debounce = null;
@@ -37,21 +42,7 @@ export class Sidebar {
     new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) this.more();
     }, { root: document.getElementById("sidebar") }).observe(document.getElementById("list-sentinel"));
-    // One open menu at a time; a click elsewhere closes it.
-    document.addEventListener("click", (event) => {
-      for (const menu of this.list.querySelectorAll("details[open]")) {
-        if (!menu.contains(event.target)) menu.open = false;
-      }
-    });
-    this.list.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") {
-        const menu = event.target.closest("details[open]");
-        if (menu) {
-          menu.open = false;
-          menu.querySelector("summary").focus();
-        }
-      }
-    });
+    closingMenus(this.list);
   }
 
   async reload() {
@@ -60,10 +51,10 @@ export class Sidebar {
     this.items.clear();
     this.next = null;
     const q = this.search.value.trim();
-    if (q) {
+    if (q && !this.organiser.narrowed(q)) {
       await this.searchFor(q, this.generation);
     } else {
-      this.next = `conversations/?archived=${this.archived}&limit=${PAGE}`;
+      this.next = `conversations/?${this.organiser.query(q, this.archived)}&limit=${PAGE}`;
       await this.more();
     }
   }
@@ -78,9 +69,10 @@ export class Sidebar {
       if (generation !== this.generation) return;
       for (const conversation of page.results) this.add(conversation);
       this.next = page.next;
+      const empty = this.organiser.emptyText(this.search.value.trim(), this.archived);
       this.status.textContent = this.items.size
         ? ""
-        : this.archived ? "No archived conversations." : "No conversations yet.";
+        : empty || (this.archived ? "No archived conversations." : "No conversations yet.");
     } catch (error) {
       this.status.textContent = error.message;
     } finally {
@@ -117,14 +109,14 @@ export class Sidebar {
     const existing = this.items.get(conversation.id);
     if (existing) {
       setTitle(existing, conversation.title || "Untitled");
-      if (first) this.list.prepend(existing);
+      if (first) this.organiser.place(existing, { first });
       return existing;
     }
     const item = renderItem(conversation, conversation.id === this.currentId);
     item.addEventListener("click", (event) => this.act(event, item));
+    this.organiser.decorate(item, conversation);
     this.items.set(conversation.id, item);
-    if (first) this.list.prepend(item);
-    else this.list.append(item);
+    this.organiser.place(item, { first });
     this.status.textContent = "";
     return item;
   }
@@ -141,7 +133,8 @@ export class Sidebar {
 
   // The open conversation got a new title or new activity: show it first.
   touch(conversation) {
-    if (this.search.value.trim() || this.archived) {
+    const elsewhere = this.organiser.filtered() && !this.items.has(conversation.id);
+    if (this.search.value.trim() || this.archived || elsewhere) {
       const item = this.items.get(conversation.id);
       if (item && conversation.title) setTitle(item, conversation.title);
       return;
@@ -162,6 +155,8 @@ export class Sidebar {
         const updated = await api(`conversations/${id}/`, { method: "PATCH", body: { title: value } });
         setTitle(item, updated.title || "Untitled");
         if (id === this.currentId) this.onChanged(updated);
+      } else if (button.dataset.action === "share") {
+        openShareDialog({ id, title }, { opener: item.querySelector("summary") });
       } else if (button.dataset.action === "archive") {
         const archive = item.dataset.archived !== "true";
         const updated = await api(`conversations/${id}/`, { method: "PATCH", body: { archived: archive } });
@@ -181,6 +176,8 @@ export class Sidebar {
         this.remove(id);
         this.notify(`Deleted “${title}”.`);
         if (id === this.currentId) this.onDeleted(id);
+      } else if (["pin", "tags", "folder"].includes(button.dataset.action)) {
+        await this.organiser.act(button.dataset.action, item, title);
       }
     } catch (error) {
       this.notify(error.message);
@@ -191,6 +188,7 @@ export class Sidebar {
     const item = this.items.get(id);
     if (item) item.remove();
     this.items.delete(id);
+    this.organiser.removed(item);
   }
 }
 
@@ -203,6 +201,10 @@ function renderItem(conversation, current) {
         <summary class="icon"><span aria-hidden="true">⋯</span></summary>
         <div class="menu">
           <button type="button" data-action="rename">Rename</button>
+          <button type="button" data-action="pin">Pin</button>
+          <button type="button" data-action="tags">Tags…</button>
+          <button type="button" data-action="folder">Move to folder…</button>
+          <button type="button" data-action="share">Share…</button>
           <button type="button" data-action="archive"></button>
           <a data-format="json" download>Export JSON</a>
           <a data-format="markdown" download>Export Markdown</a>

@@ -9,10 +9,14 @@ import { buildToolCard, showToolResult } from "./tool_cards.js";
 import { addPart, adoptCard, joinAcrossPage, markVersions, newPart, settleTurn, turnFor, withActions } from "./turns.js";
 
 const ROLE_LABEL = { user: "You", assistant: "Parley", tool: "Tool", system: "Note" };
+// A shared page's reader did not ask the questions.
+const READER_LABEL = { ...ROLE_LABEL, user: "User" };
 
 export class Transcript {
-  constructor(container) {
+  // `readOnly`: a shared page's transcript, whose messages can only be copied.
+  constructor(container, { readOnly = false } = {}) {
     this.container = container;
+    this.readOnly = readOnly;
     this.top = container.querySelector("#history-top");
     this.empty = container.querySelector("#empty");
     this.byId = new Map();
@@ -87,14 +91,14 @@ export class Transcript {
     }
     const label = document.createElement("div");
     label.className = "role";
-    label.textContent = ROLE_LABEL[role] || role;
+    label.textContent = (this.readOnly ? READER_LABEL : ROLE_LABEL)[role] || role;
     element.append(label);
     if (role !== "assistant") {
       const content = document.createElement("div");
       content.className = "content";
       element.append(content);
     }
-    return withActions(element);
+    return withActions(element, { readOnly: this.readOnly });
   }
 
   // An assistant message: a new part at the end of the last turn, or of a new one.

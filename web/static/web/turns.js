@@ -70,7 +70,7 @@ export function adoptCard(card, owner) {
   if (turn && !turn.querySelector(".part")) turn.remove();
 }
 
-export function withActions(article) {
-  article.append(actionBar(article));
+export function withActions(article, options = {}) {
+  article.append(actionBar(article, options));
   return article;
 }

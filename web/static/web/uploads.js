@@ -4,7 +4,7 @@
 // and size — with a button that removes it. What the server refuses is said beside the
 // box in its own words; the typed text and the other chips stay.
 import { apiUpload } from "./api.js";
-import { fileIcon, isImage, sizeText } from "./files.js";
+import { fileIcon, isImage, nameAndSize, sizeText } from "./files.js";
 import { clearProblem, showProblem } from "./problems.js";
 
 export class ComposerFiles {
@@ -130,12 +130,7 @@ export class ComposerFiles {
     }
     const label = document.createElement("span");
     label.className = "upload-label";
-    const name = document.createElement("span");
-    name.className = "attachment-name";
-    name.textContent = file.name;
-    const size = document.createElement("span");
-    size.className = "attachment-size";
-    size.textContent = sizeText(file.size);
+    const [name, size] = nameAndSize(file.name, file.size);
     const bar = document.createElement("progress");
     bar.max = 1;
     bar.value = 0;
