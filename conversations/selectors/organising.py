@@ -3,12 +3,13 @@ conversations it holds), their tags in use (each with its count), one folder by 
 the conversations under a tag, for the list's and the search's filters.
 
 Counts cover the conversations a user is shown (not those an import is still storing),
-archived ones included. Names are matched whatever their case, as they are unique.
+archived ones included. Names are matched whatever their case, as they are unique: by
+`name_key`, here once for every reader and writer of names.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
@@ -16,7 +17,32 @@ from django.db.models.functions import Coalesce, Lower
 
 from accounts.models import User
 from conversations.models import Conversation, ConversationTag, Folder, Tag
-from conversations.services.organising_names import name_key, named
+
+# Either kind of named row: names are unique per owner whatever their case.
+Named = TypeVar("Named", Folder, Tag)
+
+
+def name_key(name: str) -> str:
+    """What makes two names the same: the lower case the database's constraint uses."""
+    return name.strip().lower()
+
+
+def names_unique(names: Sequence[str]) -> list[str]:
+    """The names stripped, the first spelling of each kept whatever the case, in order."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for name in names:
+        name = name.strip()
+        if name and name_key(name) not in seen:
+            seen.add(name_key(name))
+            kept.append(name)
+    return kept
+
+
+def named(model: type[Named], *, owner: User, names: Sequence[str]) -> QuerySet[Named]:
+    """The owner's rows of these names, whatever their case."""
+    keys = [name_key(name) for name in names]
+    return model.objects.annotate(key=Lower("name")).filter(owner=owner, key__in=keys)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ from django.db.models import F, QuerySet
 from accounts.models import User
 from conversations import sql
 from conversations.models import Message
-from conversations.selectors.organising import tagged_filter
-from conversations.services.organising_names import names_unique
+from conversations.selectors.organising import names_unique, tagged_filter
 
 # The same configuration as the stored `search_vector` column (migration 0005).
 SEARCH_CONFIG = "english"

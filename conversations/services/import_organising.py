@@ -10,9 +10,10 @@ tag or folder behind.
 from accounts.models import User
 from conversations.formats.importing import ImportedConversation
 from conversations.models import Conversation, ConversationTag, Folder
+from conversations.selectors.organising import named, names_unique
 from conversations.services.common import owner_lock
 from conversations.services.organising import folders_changed_notify, folders_room, tags_room
-from conversations.services.organising_names import folder_ensure, named, names_unique, tags_ensure
+from conversations.services.organising_names import folder_ensure, tags_ensure
 
 
 def import_organising_check(*, owner: User, data: ImportedConversation) -> None:

@@ -25,10 +25,16 @@ from accounts.models import User
 from conversations import notifications, validation
 from conversations.errors import Problem, ValidationFailed
 from conversations.models import Conversation, ConversationTag, Folder, Tag
-from conversations.selectors.organising import folder_items, folder_key
+from conversations.selectors.organising import (
+    folder_items,
+    folder_key,
+    name_key,
+    named,
+    names_unique,
+)
 from conversations.serializers import conversation_organising_payload
 from conversations.services.common import UNSET, owner_lock, raise_if
-from conversations.services.organising_names import name_key, named, names_unique, tags_ensure
+from conversations.services.organising_names import tags_ensure
 from conversations.validation import type_name
 
 NAME_TAKEN = "is the name of another of your folders"

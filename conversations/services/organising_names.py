@@ -8,39 +8,13 @@ the winner's.
 """
 
 from collections.abc import Sequence
-from typing import TypeVar
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, QuerySet
-from django.db.models.functions import Lower
+from django.db.models import Max
 
 from accounts.models import User
 from conversations.models import Folder, Tag
-
-Named = TypeVar("Named", Folder, Tag)
-
-
-def name_key(name: str) -> str:
-    """What makes two names the same: the lower case the database's constraint uses."""
-    return name.strip().lower()
-
-
-def names_unique(names: Sequence[str]) -> list[str]:
-    """The names stripped, the first spelling of each kept whatever the case, in order."""
-    seen: set[str] = set()
-    kept: list[str] = []
-    for name in names:
-        name = name.strip()
-        if name and name_key(name) not in seen:
-            seen.add(name_key(name))
-            kept.append(name)
-    return kept
-
-
-def named(model: type[Named], *, owner: User, names: Sequence[str]) -> QuerySet[Named]:
-    """The owner's rows of these names, whatever their case."""
-    keys = [name_key(name) for name in names]
-    return model.objects.annotate(key=Lower("name")).filter(owner=owner, key__in=keys)
+from conversations.selectors.organising import Named, name_key, named, names_unique
 
 
 def tags_ensure(*, owner: User, names: Sequence[str]) -> list[Tag]:
